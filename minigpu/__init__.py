@@ -1,0 +1,28 @@
+"""minigpu: a small, readable GPU deep-learning engine with a PyTorch-shaped API.
+
+    import minigpu as mg
+    x = mg.randn(4, 3, device="cuda", requires_grad=True)
+    (x @ x.T).relu().sum().backward()
+
+``device="cuda"`` runs Numba CUDA kernels (on Numba's simulator when NUMBA_ENABLE_CUDASIM=1);
+``device="cpu"`` runs the NumPy reference backend.
+"""
+from . import cuda, datasets, nn, optim, utils
+from .autograd import Function, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .creation import (arange, as_tensor, empty, empty_like, eye, from_numpy, full, full_like,
+                       linspace, ones, ones_like, rand, rand_like, randint, randn, randn_like,
+                       randperm, tensor, zeros, zeros_like)
+from .ops import (abs, argmax, argmin, bmm, cat, chunk, clamp, clip, exp, flatten,
+                  index_select, log, log_softmax, matmul, max, maximum, mean, min, minimum, mm,
+                  permute, relu, reshape, sigmoid, softmax, split, sqrt, squeeze, stack, std,
+                  sum, tanh, transpose, unsqueeze, var, where)
+from .random import default_generator, initial_seed, manual_seed
+from .serialization import load, save
+from .tensor import Device, Size, Tensor, _attach_methods, bool_ as bool, device, float32
+from .tensor import float64, int64, long
+
+float = float32
+double = float64
+_attach_methods()
+
+__version__ = "0.1.0"

@@ -1,0 +1,208 @@
+"""The primitive contract: everything a backend must implement, with exact semantics.
+
+A tensor is a flat *buffer* (a 1-D, contiguous array of one dtype that lives on one device)
+plus a layout: ``shape``, ``strides`` (in elements, not bytes) and ``offset``. Element
+``(i0, i1, ...)`` of the tensor lives at ``buf[offset + i0*strides[0] + i1*strides[1] + ...]``.
+Views (transpose, slicing, expand, ...) only change the layout, never the buffer, so they cost
+nothing; the backends never see them as operations. A stride of 0 repeats an element
+(``expand``/broadcasting).
+
+Primitives receive layouts as :class:`View` and return *new contiguous buffers* in row-major
+order (``numel(shape)`` elements). Only the ``*_`` primitives write into an existing buffer.
+
+Buffers are ``numpy.ndarray`` on ``cpu`` and numba device arrays on ``cuda``. Supported dtypes:
+float32 (default), float64 (gradchecks), int64 (indices, class targets) and bool (masks).
+
+``cpu.py`` is the reference implementation: the tests compare ``cuda`` to it primitive by
+primitive. Every name in :data:`PRIMITIVES` must exist in every backend module.
+"""
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+
+
+class View(NamedTuple):
+    """A strided window onto a flat buffer. ``strides`` and ``offset`` count elements."""
+
+    buf: Any
+    shape: tuple
+    strides: tuple
+    offset: int
+
+    @property
+    def dtype(self):
+        return self.buf.dtype
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def numel(self):
+        return numel(self.shape)
+
+    def is_contiguous(self):
+        return is_contiguous(self.shape, self.strides)
+
+
+def numel(shape) -> int:
+    n = 1
+    for s in shape:
+        n *= int(s)
+    return n
+
+
+def contiguous_strides(shape) -> tuple:
+    """Row-major strides (in elements) of a dense array of ``shape``."""
+    strides, step = [], 1
+    for s in reversed(shape):
+        strides.append(step)
+        step *= max(int(s), 1)
+    return tuple(reversed(strides))
+
+
+def is_contiguous(shape, strides) -> bool:
+    """True when the layout visits the buffer densely in row-major order (size-1 dims ignored)."""
+    step = 1
+    for s, st in zip(reversed(shape), reversed(strides)):
+        if s != 1:
+            if st != step:
+                return False
+            step *= s
+    return True
+
+
+def dense(buf, shape) -> View:
+    """The contiguous view of a whole buffer, as returned by every primitive."""
+    return View(buf, tuple(shape), contiguous_strides(shape), 0)
+
+
+UNARY_OPS = {
+    # name: (formula with parameters a=alpha, b=beta, output dtype rule)
+    "neg": "-x",
+    "exp": "exp(x)",
+    "log": "log(x)",
+    "sqrt": "sqrt(x)",
+    "tanh": "tanh(x)",
+    "sigmoid": "1 / (1 + exp(-x)), computed without overflow for large |x|",
+    "relu": "max(x, 0)",
+    "leaky_relu": "x if x > 0 else a*x",
+    "abs": "|x|",
+    "sign": "-1, 0 or 1",
+    "affine": "a*x + b  (x+3, 2*x, 3-x, x/4 all use this)",
+    "rdiv": "a / x",
+    "pow": "x ** a",
+    "rpow": "a ** x",
+    "clamp": "min(max(x, a), b)  (a=-inf / b=inf for a one-sided clamp)",
+    "gt": "x > a  -> bool",
+    "ge": "x >= a -> bool",
+    "lt": "x < a  -> bool",
+    "le": "x <= a -> bool",
+    "eq": "x == a -> bool",
+    "ne": "x != a -> bool",
+}
+
+BINARY_OPS = {
+    "add": "x + y",
+    "sub": "x - y",
+    "mul": "x * y",
+    "div": "x / y",
+    "pow": "x ** y",
+    "maximum": "max(x, y)",
+    "minimum": "min(x, y)",
+    "gt": "x > y  -> bool",
+    "ge": "x >= y -> bool",
+    "lt": "x < y  -> bool",
+    "le": "x <= y -> bool",
+    "eq": "x == y -> bool",
+    "ne": "x != y -> bool",
+    # Fused backward maps: one pass instead of building a mask and multiplying.
+    "relu_grad": "x (the upstream grad) where y > 0 else 0   (y = relu input)",
+    "leaky_relu_grad": "x where y > 0 else a*x   (y = input)",
+    "tanh_grad": "x * (1 - y*y)   (y = tanh output)",
+    "sigmoid_grad": "x * y * (1 - y)   (y = sigmoid output)",
+    "clamp_grad": "x where a <= y <= b else 0   (y = clamp input)",
+}
+
+COMPARISONS = ("gt", "ge", "lt", "le", "eq", "ne")
+
+REDUCE_OPS = ("sum", "max", "min")
+
+PRIMITIVES = {
+    # --- memory and transfer -------------------------------------------------------------
+    "empty": "empty(n, dtype) -> buf: n uninitialised elements",
+    "full": "full(n, value, dtype) -> buf: n copies of value",
+    "from_numpy": "from_numpy(array) -> buf: a copy of the array's elements in C order",
+    "to_numpy": "to_numpy(view) -> np.ndarray of view.shape (a host copy; synchronises)",
+    "contiguous": "contiguous(view) -> buf: the view's elements in row-major order",
+    "cast": "cast(view, dtype) -> buf: elements converted to dtype, row-major",
+    "assign_": "assign_(dst_view, src_view): dst[...] = src elementwise; same shapes",
+    "synchronize": "synchronize(): wait for all queued device work",
+    # --- elementwise ---------------------------------------------------------------------
+    "unary": "unary(op, x_view, alpha=0, beta=0) -> buf; op in UNARY_OPS",
+    "binary": "binary(op, x_view, y_view, alpha=0, beta=0) -> buf; x and y have the same "
+              "shape (broadcasting was done by the caller with stride-0 views); op in "
+              "BINARY_OPS; both inputs have the same dtype",
+    "where": "where(cond_view, x_view, y_view) -> buf: x if cond else y; equal shapes",
+    # --- reductions ----------------------------------------------------------------------
+    "reduce": "reduce(op, x_view, axes) -> buf of the shape with `axes` removed; op in "
+              "REDUCE_OPS; axes a sorted tuple of distinct non-negative ints (may be all)",
+    "argreduce": "argreduce(op, x_view, axis) -> (values_buf, indices_buf int64) along one "
+                 "axis (removed from the shape); op 'max' or 'min'; ties: first index",
+    # --- linear algebra ------------------------------------------------------------------
+    "matmul": "matmul(a_view (B,M,K), b_view (B,K,N)) -> buf (B,M,N); any strides, a batch "
+              "stride of 0 broadcasts that operand",
+    # --- softmax -------------------------------------------------------------------------
+    "softmax": "softmax(x_view (R,C), log) -> buf (R,C): (log-)softmax of each row, stable",
+    "softmax_backward": "softmax_backward(y_view (R,C), g_view (R,C), log) -> grad_x: "
+                        "y*(g - sum(g*y)) for softmax, g - exp(y)*sum(g) for log_softmax",
+    # --- convolution and pooling (NCHW, contiguous inputs) --------------------------------
+    "im2col": "im2col(x_view (N,C,H,W), kernel, stride, padding, dilation) -> buf "
+              "(N, C*kh*kw, OH*OW); zero padding; row index c*kh*kw + i*kw + j",
+    "col2im": "col2im(cols_view (N, C*kh*kw, OH*OW), x_shape, kernel, stride, padding, "
+              "dilation) -> buf (N,C,H,W): the adjoint of im2col (overlaps are summed)",
+    "maxpool2d": "maxpool2d(x_view, kernel, stride, padding) -> (out_buf, argmax_buf int64): "
+                 "argmax is the flat index h*W + w inside the (n, c) plane; padding is -inf",
+    "maxpool2d_backward": "maxpool2d_backward(g_view, argmax_view, x_shape) -> grad_x "
+                          "(gradients of overlapping windows are summed)",
+    "avgpool2d": "avgpool2d(x_view, kernel, stride, padding, count_include_pad) -> out_buf",
+    "avgpool2d_backward": "avgpool2d_backward(g_view, x_shape, kernel, stride, padding, "
+                          "count_include_pad) -> grad_x",
+    # --- indexing ------------------------------------------------------------------------
+    "gather": "gather(x_view (R,C), idx_view (R,) int64) -> buf (R,): x[r, idx[r]]",
+    "scatter": "scatter(idx_view (R,), src_view (R,), C) -> buf (R,C): zeros except "
+               "out[r, idx[r]] = src[r] (the backward of gather)",
+    "index_select": "index_select(w_view (V,D), idx_view (N,)) -> buf (N,D): rows of w",
+    "index_add": "index_add(idx_view (N,), src_view (N,D), V) -> buf (V,D): out[idx[n]] += "
+                 "src[n] (repeated indices accumulate; atomics on cuda)",
+    # --- recurrent cells (the gate pre-activations come from matmuls) --------------------
+    "lstm_cell": "lstm_cell(gates_view (N,4H), c_prev_view (N,H)) -> (h_buf, c_buf, act_buf): "
+                 "gates in PyTorch order i,f,g,o; act = [sig(i), sig(f), tanh(g), sig(o)] "
+                 "(N,4H); c = f*c_prev + i*g; h = o*tanh(c)",
+    "lstm_cell_backward": "lstm_cell_backward(act_view, c_prev_view, c_view, grad_h_view, "
+                          "grad_c_view) -> (grad_gates_buf (N,4H), grad_c_prev_buf (N,H))",
+    # --- optimizers: one fused in-place update per parameter ------------------------------
+    "sgd_step_": "sgd_step_(param, grad, momentum_buf or None, lr, momentum, dampening, "
+                 "weight_decay, nesterov, first_step): PyTorch SGD, in place on flat buffers",
+    "adam_step_": "adam_step_(param, grad, exp_avg, exp_avg_sq, step, lr, beta1, beta2, eps, "
+                  "weight_decay): PyTorch Adam (L2 weight decay, bias-corrected), in place",
+    # --- random: counter-based, so a (seed, offset) pair gives the same numbers on every
+    # backend. bits(i, s) = mix32(uint32(offset + i) ^ mix32(uint32(seed + s*0x9E3779B9)))
+    # with mix32 the 'lowbias32' hash (cpu._mix32); s selects one of three streams.
+    "random_uniform": "random_uniform(n, seed, offset, dtype) -> buf: (bits(i,0) >> 8) * 2**-24",
+    "random_normal": "random_normal(n, seed, offset, dtype) -> buf: Box-Muller, "
+                     "u1 = ((bits(i,1) >> 8) + 1) * 2**-24, u2 = (bits(i,2) >> 8) * 2**-24, "
+                     "sqrt(-2 log u1) cos(2 pi u2)",
+}
+
+
+def check_backend(module) -> list[str]:
+    """Names of contract primitives missing from a backend module (empty when complete)."""
+    return [name for name in PRIMITIVES if not callable(getattr(module, name, None))]
+
+
+def result_dtype(op: str, dtype) -> np.dtype:
+    """Output dtype of an elementwise op: comparisons give bool, everything else keeps dtype."""
+    return np.dtype(np.bool_) if op in COMPARISONS else np.dtype(dtype)

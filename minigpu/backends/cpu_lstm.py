@@ -1,0 +1,67 @@
+"""NumPy reference of the fused LSTM cell (imported into ``cpu.py``).
+
+The gate pre-activations ``gates = x @ W_ih^T + b_ih + h @ W_hh^T + b_hh`` come from matmuls;
+these two primitives do only the cell's pointwise math, in PyTorch's gate order (i, f, g, o).
+Every array operation stays in the input dtype (float32 in, float32 out), in the same order as
+the CUDA kernels of ``cuda/lstm.py``, so the two backends agree to a few float32 ulps.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+
+def _array(v):
+    """The NumPy view (no copy) of a strided window onto a flat buffer (as ``cpu.array``)."""
+    item = v.buf.itemsize
+    base = v.buf[v.offset:] if v.buf.size else v.buf
+    return as_strided(base, shape=v.shape, strides=tuple(s * item for s in v.strides),
+                      writeable=False)
+
+
+def _flat(a):
+    return np.ascontiguousarray(a).reshape(-1)
+
+
+def _sigmoid(x):
+    """1 / (1 + exp(-x)) from exp(-|x|) only, so it never overflows (as ``cpu._sigmoid``)."""
+    e = np.exp(-np.abs(x))
+    one = x.dtype.type(1)
+    return np.where(x >= 0, one / (one + e), e / (one + e)).astype(x.dtype, copy=False)
+
+
+def lstm_cell(gates, c_prev):
+    """gates (N, 4H), c_prev (N, H) -> (h, c, act) flat buffers of (N, H), (N, H), (N, 4H).
+
+    act = [sigmoid(i), sigmoid(f), tanh(g), sigmoid(o)]; c = f*c_prev + i*g; h = o*tanh(c).
+    """
+    g4, c0 = _array(gates), _array(c_prev)
+    hs = g4.shape[1] // 4
+    i = _sigmoid(g4[:, 0 * hs:1 * hs])
+    f = _sigmoid(g4[:, 1 * hs:2 * hs])
+    g = np.tanh(g4[:, 2 * hs:3 * hs])
+    o = _sigmoid(g4[:, 3 * hs:4 * hs])
+    c = f * c0 + i * g
+    h = o * np.tanh(c)
+    return _flat(h), _flat(c), _flat(np.concatenate([i, f, g, o], axis=1))
+
+
+def lstm_cell_backward(act, c_prev, c, grad_h, grad_c):
+    """The cell's backward: (grad_gates (N, 4H), grad_c_prev (N, H)) as flat buffers.
+
+    With tc = tanh(c): dc = grad_c + grad_h*o*(1 - tc^2) (the cell state's total gradient);
+    d(pre-activations) = [dc*g*i(1-i), dc*c_prev*f(1-f), dc*i*(1-g^2), grad_h*tc*o(1-o)];
+    grad_c_prev = dc*f.
+    """
+    a = _array(act)
+    c0, cv, gh, gc = _array(c_prev), _array(c), _array(grad_h), _array(grad_c)
+    hs = a.shape[1] // 4
+    i, f, g, o = (a[:, k * hs:(k + 1) * hs] for k in range(4))
+    one = a.dtype.type(1)
+    tc = np.tanh(cv)
+    dc = gc + gh * o * (one - tc * tc)
+    grad_gates = np.concatenate([dc * g * i * (one - i),
+                                 dc * c0 * f * (one - f),
+                                 dc * i * (one - g * g),
+                                 gh * tc * o * (one - o)], axis=1)
+    return _flat(grad_gates), _flat(dc * f)

@@ -1,0 +1,24 @@
+"""The CUDA backend: every primitive of ``contract.py`` as Numba ``@cuda.jit`` kernels.
+
+One kernel family per file; this module only gathers the public primitives. Under
+``NUMBA_ENABLE_CUDASIM=1`` the same kernels run on Numba's CUDA simulator, which
+``simulator.install()`` first upgrades (warp intrinsics, blocking barriers, poisoned shared memory).
+"""
+from . import simulator
+
+simulator.install()
+
+from .device import SIMULATOR, empty, is_available, synchronize  # noqa: E402
+from .memory import assign_, cast, contiguous, from_numpy, full, to_numpy  # noqa: E402
+from .elementwise import binary, unary, where  # noqa: E402
+from .reduce import argreduce, reduce  # noqa: E402
+from .matmul import matmul  # noqa: E402
+from .softmax import softmax, softmax_backward  # noqa: E402
+from .conv import col2im, im2col  # noqa: E402
+from .pool import avgpool2d, avgpool2d_backward, maxpool2d, maxpool2d_backward  # noqa: E402
+from .indexing import gather, index_add, index_select, scatter  # noqa: E402
+from .lstm import lstm_cell, lstm_cell_backward  # noqa: E402
+from .optim import adam_step_, sgd_step_  # noqa: E402
+from .random import random_normal, random_uniform  # noqa: E402
+
+name = "cuda"

@@ -1,0 +1,566 @@
+"""Elementwise maps: ``unary``, ``binary``, ``where`` and dtype ``convert``.
+
+Every output element depends on one element of each input, so these kernels do no arithmetic
+worth speaking of: they are limited by memory bandwidth. The whole game is to touch each byte
+once, in big coalesced transactions, and keep the per-element index math cheap.
+
+How the family is built
+    Each op is a tiny ``@cuda.jit(device=True)`` function (``op_exp(x, a, b)``,
+    ``op_add(x, y, a, b)``, ...). A cached kernel factory, :func:`map_kernel`, pastes one op into
+    one of four kernel bodies, (unary | binary) x (dense | strided), which Numba compiles on
+    first launch (``where`` has its own dense/strided pair: it has no op to vary). The
+    compiler inlines the op, so the kernel is as if hand-written for it, yet no kernel body is
+    written twice and adding an op is adding one device function.
+
+Lesson 1: the contiguous fast path vs the strided/broadcast path
+    ``*_dense`` kernels index ``x[offset + i]`` directly: consecutive threads touch consecutive
+    addresses (one 128-byte transaction per warp per operand) and the only index math is an
+    add. ``*_strided`` kernels turn the output index into a buffer position with
+    :func:`strided.strided_offset`, a chain of 64-bit div/mod per dimension and operand. Before
+    launching, the host merges dimensions that are contiguous with respect to each other in
+    every operand and drops size-1 dimensions (:func:`collapse_dims`): a view that is dense
+    after all (an offset slice, a size-1 expand) takes the fast path, and a strided one keeps as
+    few dimensions, hence divisions, as possible.
+
+Lesson 2: branch divergence vs predication (``op_leaky_relu_branch`` / ``op_leaky_relu_select``)
+    The 32 threads of a warp share one instruction stream. If some take an ``if`` and the rest
+    the ``else``, the warp runs both arms one after the other with half the lanes masked off.
+    The select form computes the *operand* with a select (``slope = 1 if x > 0 else a``) and
+    then runs one multiply on every lane: nothing to diverge on, by construction. For a body
+    this small the compiler if-converts the branch too (sm_90 PTX: the branch variant computes
+    ``a*x`` on every lane and picks with ``selp``; the select variant picks the slope with
+    ``selp`` and multiplies: three instructions each), so today they cost the same; a real
+    branch survives once the arms store to memory, call functions or loop, and then every
+    mixed warp pays for both arms. Both are built as kernels below (``leaky_relu_branch_dense``,
+    ``leaky_relu_select_dense``) and tested equal. The production path uses the select form:
+    branch-free no matter what the compiler decides, and exact (``x * 1 == x``) with NaN
+    propagation matching NumPy. (The tempting ``max(x, 0) + a * min(x, 0)`` compiles to
+    ``max.f32``/``min.f32``, which *drop* NaNs.)
+
+float32 stays float32
+    Constants are written ``float32(0)``/``float32(1)`` (a Python ``0.0`` or even ``1`` makes
+    Numba promote a float32 expression to float64: 1/64 of the float32 rate on consumer GPUs,
+    1/2 on an H100/H200, and twice the registers; a float32 constant promotes exactly into
+    float64 kernels), and ``alpha``/``beta`` arrive
+    already typed as the tensor's dtype (:func:`device.scalar`).
+"""
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+from numba import cuda, float32
+
+from ..contract import BINARY_OPS, UNARY_OPS, View, result_dtype
+from .device import SIMULATOR, current_stream, empty, launch_1d, scalar
+from .strided import strided_offset
+
+
+
+
+# --- op device functions ------------------------------------------------------------------------
+if SIMULATOR:
+    def _keep_type(f):
+        """Under the simulator ``math.exp(numpy.float64(x))`` runs in Python and returns a
+        Python float, which NumPy then treats as a *weak* scalar: ``float32(1) + e`` would
+        round a float64 kernel's sum to float32. On the GPU ``math.exp`` of a float64 is a
+        float64 (and of a float32 a float32). This keeps that typing in the simulator."""
+        def typed(x):
+            y = f(x)
+            return x.dtype.type(y) if getattr(x, "dtype", None) is not None and \
+                x.dtype.kind == "f" else y
+        return typed
+
+    exp, log, sqrt, tanh = (_keep_type(f) for f in (math.exp, math.log, math.sqrt, math.tanh))
+else:
+    from math import exp, log, sqrt, tanh
+
+# Unary ops take (x, a, b), binary ops (x, y, a, b); a and b are alpha and beta.
+
+
+@cuda.jit(device=True)
+def max_nan(x, y):
+    """max(x, y) that propagates NaN from either side, like ``numpy.maximum``."""
+    return x if (x > y or x != x) else y
+
+
+@cuda.jit(device=True)
+def min_nan(x, y):
+    """min(x, y) that propagates NaN from either side, like ``numpy.minimum``."""
+    return x if (x < y or x != x) else y
+
+
+@cuda.jit(device=True)
+def op_identity(x, a, b):
+    return x  # the store into the output array converts the dtype (used by ``convert``)
+
+
+@cuda.jit(device=True)
+def op_neg(x, a, b):
+    return -x
+
+
+@cuda.jit(device=True)
+def op_exp(x, a, b):
+    return exp(x)
+
+
+@cuda.jit(device=True)
+def op_log(x, a, b):
+    return log(x)
+
+
+@cuda.jit(device=True)
+def op_sqrt(x, a, b):
+    return sqrt(x)
+
+
+@cuda.jit(device=True)
+def op_tanh(x, a, b):
+    return tanh(x)
+
+
+@cuda.jit(device=True)
+def op_sigmoid(x, a, b):
+    """exp of -|x| only, so it never overflows: 1/(1+e) for x >= 0, e/(1+e) below (cpu's
+    formula). The numerator is a select, the division is shared: no divergent branch."""
+    e = exp(-abs(x))
+    num = float32(1) if x >= float32(0) else e
+    return num / (float32(1) + e)
+
+
+@cuda.jit(device=True)
+def op_relu(x, a, b):
+    return float32(0) if x < float32(0) else x  # NaN is not < 0: propagates like np.maximum
+
+
+@cuda.jit(device=True)
+def op_leaky_relu_branch(x, a, b):
+    """Lesson variant (not used in production): an if/else whose arms a warp may split on.
+    Tested equal to :func:`op_leaky_relu_select`; see the module docstring, lesson 2."""
+    if x > float32(0):
+        return x
+    else:
+        return a * x
+
+
+@cuda.jit(device=True)
+def op_leaky_relu_select(x, a, b):
+    """Production variant: select the slope (1 or a), then one multiply on every lane."""
+    slope = float32(1) if x > float32(0) else a
+    return x * slope
+
+
+@cuda.jit(device=True)
+def op_abs(x, a, b):
+    return abs(x)
+
+
+@cuda.jit(device=True)
+def op_sign(x, a, b):
+    if x > float32(0):
+        return float32(1)
+    if x < float32(0):
+        return float32(-1)
+    return x  # 0 stays 0 and NaN stays NaN, like np.sign
+
+
+@cuda.jit(device=True)
+def op_affine(x, a, b):
+    return a * x + b
+
+
+@cuda.jit(device=True)
+def op_rdiv(x, a, b):
+    return a / x
+
+
+@cuda.jit(device=True)
+def op_pow(x, a, b):
+    return x ** a
+
+
+@cuda.jit(device=True)
+def op_rpow(x, a, b):
+    return a ** x
+
+
+@cuda.jit(device=True)
+def op_clamp(x, a, b):
+    return min_nan(max_nan(x, a), b)
+
+
+@cuda.jit(device=True)
+def op_gt(x, a, b):
+    return x > a
+
+
+@cuda.jit(device=True)
+def op_ge(x, a, b):
+    return x >= a
+
+
+@cuda.jit(device=True)
+def op_lt(x, a, b):
+    return x < a
+
+
+@cuda.jit(device=True)
+def op_le(x, a, b):
+    return x <= a
+
+
+@cuda.jit(device=True)
+def op_eq(x, a, b):
+    return x == a
+
+
+@cuda.jit(device=True)
+def op_ne(x, a, b):
+    return x != a
+
+
+@cuda.jit(device=True)
+def op_add(x, y, a, b):
+    return x + y
+
+
+@cuda.jit(device=True)
+def op_sub(x, y, a, b):
+    return x - y
+
+
+@cuda.jit(device=True)
+def op_mul(x, y, a, b):
+    return x * y
+
+
+@cuda.jit(device=True)
+def op_div(x, y, a, b):
+    return x / y
+
+
+@cuda.jit(device=True)
+def op_pow2(x, y, a, b):
+    return x ** y
+
+
+@cuda.jit(device=True)
+def op_maximum(x, y, a, b):
+    return max_nan(x, y)
+
+
+@cuda.jit(device=True)
+def op_minimum(x, y, a, b):
+    return min_nan(x, y)
+
+
+@cuda.jit(device=True)
+def op_gt2(x, y, a, b):
+    return x > y
+
+
+@cuda.jit(device=True)
+def op_ge2(x, y, a, b):
+    return x >= y
+
+
+@cuda.jit(device=True)
+def op_lt2(x, y, a, b):
+    return x < y
+
+
+@cuda.jit(device=True)
+def op_le2(x, y, a, b):
+    return x <= y
+
+
+@cuda.jit(device=True)
+def op_eq2(x, y, a, b):
+    return x == y
+
+
+@cuda.jit(device=True)
+def op_ne2(x, y, a, b):
+    return x != y
+
+
+@cuda.jit(device=True)
+def op_relu_grad(x, y, a, b):
+    """Fused backward: the upstream grad x passes where the relu input y was positive."""
+    return x if y > float32(0) else float32(0)
+
+
+@cuda.jit(device=True)
+def op_leaky_relu_grad(x, y, a, b):
+    """Fused backward, select form like the forward: x * (1 if y > 0 else a)."""
+    slope = float32(1) if y > float32(0) else a
+    return x * slope
+
+
+@cuda.jit(device=True)
+def op_tanh_grad(x, y, a, b):
+    return x * (float32(1) - y * y)
+
+
+@cuda.jit(device=True)
+def op_sigmoid_grad(x, y, a, b):
+    return x * y * (float32(1) - y)
+
+
+@cuda.jit(device=True)
+def op_clamp_grad(x, y, a, b):
+    return x if (y >= a and y <= b) else float32(0)
+
+
+UNARY = {
+    "identity": op_identity, "neg": op_neg, "exp": op_exp, "log": op_log, "sqrt": op_sqrt,
+    "tanh": op_tanh, "sigmoid": op_sigmoid, "relu": op_relu,
+    "leaky_relu": op_leaky_relu_select, "leaky_relu_branch": op_leaky_relu_branch,
+    "abs": op_abs, "sign": op_sign, "affine": op_affine, "rdiv": op_rdiv, "pow": op_pow,
+    "rpow": op_rpow, "clamp": op_clamp, "gt": op_gt, "ge": op_ge, "lt": op_lt, "le": op_le,
+    "eq": op_eq, "ne": op_ne,
+}
+"""Unary op name -> device function. ``identity`` (convert) and ``leaky_relu_branch`` (the
+lesson variant) are extra to ``contract.UNARY_OPS``."""
+
+BINARY = {
+    "add": op_add, "sub": op_sub, "mul": op_mul, "div": op_div, "pow": op_pow2,
+    "maximum": op_maximum, "minimum": op_minimum, "gt": op_gt2, "ge": op_ge2, "lt": op_lt2,
+    "le": op_le2, "eq": op_eq2, "ne": op_ne2, "relu_grad": op_relu_grad,
+    "leaky_relu_grad": op_leaky_relu_grad, "tanh_grad": op_tanh_grad,
+    "sigmoid_grad": op_sigmoid_grad, "clamp_grad": op_clamp_grad,
+}
+
+assert set(UNARY_OPS) <= set(UNARY) and set(BINARY_OPS) <= set(BINARY)
+
+
+# --- kernel bodies (one per arity and path), instantiated per op by map_kernel ----------------
+def _unary_dense(f):
+    @cuda.jit
+    def unary_dense(x, xo, out, a, b):
+        """out[i] = f(x[xo + i], a, b) over a dense operand.
+
+        Thread mapping: grid-stride, thread t handles i = t, t + gridsize, ...
+        Block/grid: 1-D, ``device.launch_1d`` (256 threads, enough blocks to cover n, capped).
+        Memory: one coalesced load and one coalesced store per element; index math is one add.
+        Faster than ``unary_strided``: no div/mod per element, and every access coalesced.
+        """
+        start, step = cuda.grid(1), cuda.gridsize(1)
+        for i in range(start, out.size, step):
+            out[i] = f(x[xo + i], a, b)
+
+    return unary_dense
+
+
+def _unary_strided(f):
+    @cuda.jit
+    def unary_strided(x, shape, xs, xo, out, a, b):
+        """out[i] = f(x[position of element i of the view (shape, xs, xo)], a, b).
+
+        Thread mapping: grid-stride over output elements in row-major order.
+        Block/grid: 1-D, ``device.launch_1d``.
+        Memory: stores coalesced; loads coalesced when the innermost stride is 1, a broadcast
+        (one transaction serves the warp) when it is 0, scattered otherwise. Each element costs
+        one div/mod pair per (collapsed) dimension. The general path: any permutation, slice
+        step, offset or stride-0 broadcast.
+        """
+        start, step = cuda.grid(1), cuda.gridsize(1)
+        for i in range(start, out.size, step):
+            out[i] = f(x[strided_offset(i, shape, xs, xo)], a, b)
+
+    return unary_strided
+
+
+def _binary_dense(f):
+    @cuda.jit
+    def binary_dense(x, xo, y, yo, out, a, b):
+        """out[i] = f(x[xo + i], y[yo + i], a, b) over two dense operands.
+
+        Thread mapping: grid-stride, one output element per iteration.
+        Block/grid: 1-D, ``device.launch_1d``.
+        Memory: two coalesced loads and one coalesced store per element, no div/mod.
+        Faster than ``binary_strided`` for the same reasons as ``unary_dense``.
+        """
+        start, step = cuda.grid(1), cuda.gridsize(1)
+        for i in range(start, out.size, step):
+            out[i] = f(x[xo + i], y[yo + i], a, b)
+
+    return binary_dense
+
+
+def _binary_strided(f):
+    @cuda.jit
+    def binary_strided(x, shape, xs, xo, y, ys, yo, out, a, b):
+        """out[i] = f(x[pos_x(i)], y[pos_y(i)], a, b); x and y share ``shape``, each has its own
+        strides (a broadcast operand has stride 0 on the broadcast dimensions).
+
+        Thread mapping: grid-stride over output elements in row-major order.
+        Block/grid: 1-D, ``device.launch_1d``.
+        Memory: store coalesced; each load coalesced when that operand's innermost stride is 1
+        and a warp-wide broadcast when it is 0 (bias-add: the bias row is read once per warp).
+        """
+        start, step = cuda.grid(1), cuda.gridsize(1)
+        for i in range(start, out.size, step):
+            out[i] = f(x[strided_offset(i, shape, xs, xo)],
+                       y[strided_offset(i, shape, ys, yo)], a, b)
+
+    return binary_strided
+
+
+@cuda.jit
+def where_dense(c, co, x, xo, y, yo, out):
+    """out[i] = x[xo + i] if c[co + i] else y[yo + i] over dense operands.
+
+    Thread mapping: grid-stride, one element per iteration. Block/grid: ``device.launch_1d``.
+    Memory: coalesced. The ternary becomes a short branch that picks the address, then one
+    load: each lane reads only the operand it keeps (a mixed warp runs both arms, but they are
+    two instructions each). Faster than ``where_strided``: no div/mod.
+    """
+    start, step = cuda.grid(1), cuda.gridsize(1)
+    for i in range(start, out.size, step):
+        out[i] = x[xo + i] if c[co + i] else y[yo + i]
+
+
+@cuda.jit
+def where_strided(c, shape, cs, co, x, xs, xo, y, ys, yo, out):
+    """out[i] = x[...] if c[...] else y[...] with each operand at its own strides.
+
+    Thread mapping: grid-stride over output elements in row-major order.
+    Block/grid: ``device.launch_1d``. Memory: coalesced store; loads as in ``binary_strided``.
+    """
+    start, step = cuda.grid(1), cuda.gridsize(1)
+    for i in range(start, out.size, step):
+        if c[strided_offset(i, shape, cs, co)]:
+            out[i] = x[strided_offset(i, shape, xs, xo)]
+        else:
+            out[i] = y[strided_offset(i, shape, ys, yo)]
+
+
+_BODIES = {("unary", "dense"): _unary_dense, ("unary", "strided"): _unary_strided,
+           ("binary", "dense"): _binary_dense, ("binary", "strided"): _binary_strided}
+_OPS = {"unary": UNARY, "binary": BINARY}
+
+
+@functools.lru_cache(maxsize=None)
+def map_kernel(kind: str, op: str, path: str):
+    """The kernel applying op ``op`` of ``kind`` ('unary'/'binary') on path 'dense'/'strided'.
+
+    Built once per (kind, op, path) and cached; Numba then compiles it lazily, once per
+    argument-type signature (dtype, number of collapsed dimensions) on first launch.
+    """
+    return _BODIES[kind, path](_OPS[kind][op])
+
+
+# The lesson pair of lesson 2 as named kernels (dense path); ``unary("leaky_relu", ...)``
+# launches the select one.
+leaky_relu_branch_dense = map_kernel("unary", "leaky_relu_branch", "dense")
+leaky_relu_select_dense = map_kernel("unary", "leaky_relu", "dense")
+
+
+# --- host side ------------------------------------------------------------------------------------
+def collapse_dims(shape, *strides):
+    """Drop size-1 dimensions and merge neighbours that are contiguous in *every* operand.
+
+    ``(shape, (strides_x, strides_y, ...))`` of the fewest dimensions that visit the same
+    positions in the same row-major order. Dimension d merges into d-1 when, for each operand,
+    ``stride[d-1] == stride[d] * shape[d]``.
+    """
+    merged = []  # [extent, [stride per operand]]
+    for d, extent in enumerate(shape):
+        if extent == 1:
+            continue
+        sts = [int(s[d]) for s in strides]
+        if merged and all(p == st * extent for p, st in zip(merged[-1][1], sts)):
+            merged[-1][0] *= int(extent)
+            merged[-1][1] = sts
+        else:
+            merged.append([int(extent), sts])
+    out_shape = tuple(e for e, _ in merged)
+    out_strides = tuple(tuple(sts[k] for _, sts in merged) for k in range(len(strides)))
+    return out_shape, out_strides
+
+
+def _is_dense(shape, strides) -> bool:
+    """True when collapsed operands are all a run of consecutive elements (or one element)."""
+    return len(shape) == 0 or (len(shape) == 1 and all(s == (1,) for s in strides))
+
+
+def _alpha(value, dtype):
+    """alpha/beta as the kernel sees them: the float dtype of the tensor (float32 stays
+    float32), or for integer/bool tensors an int64 (float64 if it has a fraction), which is
+    how NumPy compares an int64 array with a Python number."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        return scalar(value, dtype)
+    value = float(value)
+    return np.int64(value) if value.is_integer() else np.float64(value)
+
+
+def _launch(kernel, n, *args):
+    grid, block = launch_1d(n)
+    kernel[grid, block, current_stream()](*args)
+
+
+def _map(kind, op, views, out, a, b):
+    """Launch the dense or strided map of ``op`` over ``views`` (equal shapes) into ``out``."""
+    n = out.size
+    if n == 0:
+        return out
+    shape, strides = collapse_dims(views[0].shape, *(v.strides for v in views))
+    if _is_dense(shape, strides):
+        args = [arg for v in views for arg in (v.buf, v.offset)]
+        _launch(map_kernel(kind, op, "dense"), n, *args, out, a, b)
+    else:
+        args = [arg for v, st in zip(views, strides) for arg in (v.buf, st, v.offset)]
+        args.insert(1, shape)
+        _launch(map_kernel(kind, op, "strided"), n, *args, out, a, b)
+    return out
+
+
+def unary(op, x: View, alpha=0, beta=0):
+    """unary(op, x_view, alpha=0, beta=0) -> new dense buffer; op in ``contract.UNARY_OPS``."""
+    if op not in UNARY:
+        raise ValueError(f"unknown unary op {op!r}; expected one of {sorted(UNARY_OPS)}")
+    out = empty(x.numel, result_dtype(op, x.dtype))
+    return _map("unary", op, [x], out, _alpha(alpha, x.dtype), _alpha(beta, x.dtype))
+
+
+def binary(op, x: View, y: View, alpha=0, beta=0):
+    """binary(op, x_view, y_view, alpha=0, beta=0) -> new dense buffer; equal shapes (the
+    caller broadcast with stride-0 views); op in ``contract.BINARY_OPS``."""
+    if op not in BINARY:
+        raise ValueError(f"unknown binary op {op!r}; expected one of {sorted(BINARY_OPS)}")
+    if tuple(x.shape) != tuple(y.shape):
+        raise ValueError(f"binary {op}: shapes {tuple(x.shape)} and {tuple(y.shape)} differ "
+                         "(broadcast them first)")
+    out = empty(x.numel, result_dtype(op, x.dtype))
+    return _map("binary", op, [x, y], out, _alpha(alpha, x.dtype), _alpha(beta, x.dtype))
+
+
+def where(cond: View, x: View, y: View):
+    """where(cond, x, y) -> new dense buffer of x's dtype: x where cond else y."""
+    if not tuple(cond.shape) == tuple(x.shape) == tuple(y.shape):
+        raise ValueError(f"where: shapes {tuple(cond.shape)}, {tuple(x.shape)} and "
+                         f"{tuple(y.shape)} differ (broadcast them first)")
+    n = x.numel
+    out = empty(n, x.dtype)
+    if n == 0:
+        return out
+    views = (cond, x, y)
+    shape, strides = collapse_dims(x.shape, *(v.strides for v in views))
+    if _is_dense(shape, strides):
+        _launch(where_dense, n, cond.buf, cond.offset, x.buf, x.offset, y.buf, y.offset, out)
+    else:
+        (cs, xs, ys) = strides
+        _launch(where_strided, n, cond.buf, shape, cs, cond.offset, x.buf, xs, x.offset,
+                y.buf, ys, y.offset, out)
+    return out
+
+
+def convert(v: View, dtype):
+    """The view's elements converted to ``dtype``, row-major (``memory.cast``): the identity
+    map, the conversion happens in the store (float -> int truncates, nonzero -> True)."""
+    out = empty(v.numel, np.dtype(dtype))
+    return _map("unary", "identity", [v], out, np.int64(0), np.int64(0))

@@ -1,0 +1,213 @@
+"""Fused optimizer steps: one kernel updates a whole parameter in place.
+
+An optimizer step is pure elementwise arithmetic over a handful of same-shaped buffers
+(parameter, gradient, momentum or moment estimates) and is therefore *memory bound*: the time
+is the bytes moved, not the flops. Written naively, as one elementwise op per line of the
+update rule, every line reads its inputs from global memory and writes its result back.
+Fusing the whole rule into one kernel keeps the intermediates in registers, so each buffer is
+read once and the updated ones written once.
+
+The lesson is ``adam_step_unfused_`` (five launches, one per line) against ``adam_step_``
+(one launch). Counting global-memory passes over the n-element buffers:
+
+* fused:   reads p, g, m, v; writes p, m, v                                 =  7 passes
+* unfused: g'=g+wd*p (3) | m (3) | v (3) | denom=sqrt(v)/c+eps (2) | p (4)  = 15 passes
+  plus two temporaries of n elements and five launch latencies,
+
+so the fused step moves about half the bytes: about 2x faster for large parameters, and for
+the many small parameters of a real network the saved launches matter as much.
+
+The update rules are PyTorch's (``torch.optim.SGD``, ``torch.optim.Adam`` with its L2
+``weight_decay``, not AdamW). Scalars that are the same for every element (bias corrections,
+step size) are computed once on the host in float64 and passed as typed scalars of the
+buffer dtype, so a float32 kernel does float32 arithmetic only.
+"""
+from __future__ import annotations
+
+import math
+
+from numba import cuda
+
+from .device import current_stream, empty, launch_1d, scalar
+
+
+
+
+
+def _check(*bufs):
+    n, dtype = bufs[0].size, bufs[0].dtype
+    for b in bufs[1:]:
+        if b.size != n or b.dtype != dtype:
+            raise ValueError(f"optimizer buffers must match: got sizes/dtypes "
+                             f"{[(x.size, str(x.dtype)) for x in bufs]}")
+    return n, dtype
+
+
+# --- SGD ------------------------------------------------------------------------------------------
+@cuda.jit
+def sgd_kernel(p, g, lr, weight_decay, use_wd):
+    """Plain SGD: ``p -= lr * (g + wd*p)``.
+
+    Thread mapping: one thread per element (grid-stride). Block/grid: 1-D, ``device.BLOCK`` threads.
+    Memory: reads p, g; writes p: 3 coalesced passes.
+    """
+    start, step = cuda.grid(1), cuda.gridsize(1)
+    for i in range(start, p.size, step):
+        d = g[i]
+        if use_wd:
+            d = d + weight_decay * p[i]
+        p[i] = p[i] - lr * d
+
+
+@cuda.jit
+def sgd_momentum_kernel(p, g, buf, lr, momentum, one_minus_dampening, weight_decay, use_wd,
+                        nesterov, first_step):
+    """SGD with momentum, PyTorch's rule, fused:
+
+    ``d = g + wd*p``; ``buf = d`` on the first step, else ``buf = momentum*buf +
+    (1-dampening)*d``; ``d = d + momentum*buf`` (Nesterov) or ``d = buf``; ``p -= lr*d``.
+
+    Thread mapping: one thread per element (grid-stride). Block/grid: 1-D, ``device.BLOCK`` threads.
+    The flags are kernel arguments, the same for every thread, so the branches never diverge.
+    Memory: reads p, g, buf; writes p, buf: 5 coalesced passes (unfused: 11).
+    """
+    start, step = cuda.grid(1), cuda.gridsize(1)
+    for i in range(start, p.size, step):
+        d = g[i]
+        if use_wd:
+            d = d + weight_decay * p[i]
+        if first_step:
+            b = d
+        else:
+            b = momentum * buf[i] + one_minus_dampening * d
+        buf[i] = b
+        if nesterov:
+            d = d + momentum * b
+        else:
+            d = b
+        p[i] = p[i] - lr * d
+
+
+def sgd_step_(param_buf, grad_buf, momentum_buf, lr, momentum, dampening, weight_decay,
+              nesterov, first_step, *, block=None, max_blocks=None):
+    """One in-place SGD step on a flat parameter (``momentum_buf`` None when momentum == 0)."""
+    bufs = (param_buf, grad_buf) if momentum_buf is None else (param_buf, grad_buf, momentum_buf)
+    n, dtype = _check(*bufs)
+    if n == 0:
+        return
+    grid, blk = launch_1d(n, block, max_blocks)
+    use_wd = weight_decay != 0
+    if momentum == 0 or momentum_buf is None:
+        sgd_kernel[grid, blk, current_stream()](param_buf, grad_buf, scalar(lr, dtype),
+                                                scalar(weight_decay, dtype), use_wd)
+        return
+    sgd_momentum_kernel[grid, blk, current_stream()](
+        param_buf, grad_buf, momentum_buf, scalar(lr, dtype), scalar(momentum, dtype),
+        scalar(1 - dampening, dtype), scalar(weight_decay, dtype), use_wd, bool(nesterov),
+        bool(first_step))
+
+
+# --- Adam -----------------------------------------------------------------------------------------
+def adam_scalars(step, lr, beta1, beta2, eps, weight_decay, dtype):
+    """The per-step constants, computed once on the host in float64, cast to ``dtype``:
+    ``(1-b1, b1, 1-b2, b2, lr/bc1, sqrt(bc2), eps, wd)`` with ``bc = 1 - beta**step``."""
+    bc1 = 1 - beta1 ** step
+    bc2 = 1 - beta2 ** step
+    return tuple(scalar(v, dtype) for v in (
+        beta1, 1 - beta1, beta2, 1 - beta2, lr / bc1, math.sqrt(bc2), eps, weight_decay))
+
+
+@cuda.jit
+def adam_kernel(p, g, m, v, beta1, one_minus_beta1, beta2, one_minus_beta2, step_size,
+                bc2_sqrt, eps, weight_decay, use_wd):
+    """Adam (PyTorch's, L2 weight decay), the whole update fused:
+
+    ``d = g + wd*p``; ``m = b1*m + (1-b1)*d``; ``v = b2*v + (1-b2)*d*d``;
+    ``p -= step_size * m / (sqrt(v)/sqrt(bc2) + eps)`` with ``step_size = lr/bc1``.
+
+    Thread mapping: one thread per element (grid-stride); ``d``, the new ``m`` and ``v`` and the
+    denominator live in registers. Block/grid: 1-D, ``device.BLOCK`` threads.
+    Memory: reads p, g, m, v; writes p, m, v: 7 coalesced passes, the minimum for this rule
+    (``adam_step_unfused_`` makes 15). ``math.sqrt`` of a float32 is the float32 ``sqrtf``.
+    """
+    start, step = cuda.grid(1), cuda.gridsize(1)
+    for i in range(start, p.size, step):
+        pi = p[i]
+        d = g[i]
+        if use_wd:
+            d = d + weight_decay * pi
+        mi = beta1 * m[i] + one_minus_beta1 * d
+        vi = beta2 * v[i] + one_minus_beta2 * d * d
+        m[i] = mi
+        v[i] = vi
+        p[i] = pi - step_size * mi / (math.sqrt(vi) / bc2_sqrt + eps)
+
+
+def adam_step_(param_buf, grad_buf, exp_avg_buf, exp_avg_sq_buf, step, lr, beta1, beta2, eps,
+               weight_decay, *, block=None, max_blocks=None):
+    """One in-place Adam step (``step`` counts from 1) in a single fused kernel."""
+    n, dtype = _check(param_buf, grad_buf, exp_avg_buf, exp_avg_sq_buf)
+    if n == 0:
+        return
+    b1, omb1, b2, omb2, step_size, bc2_sqrt, eps_, wd = adam_scalars(
+        step, lr, beta1, beta2, eps, weight_decay, dtype)
+    grid, blk = launch_1d(n, block, max_blocks)
+    adam_kernel[grid, blk, current_stream()](param_buf, grad_buf, exp_avg_buf, exp_avg_sq_buf,
+                                             b1, omb1, b2, omb2, step_size, bc2_sqrt, eps_, wd,
+                                             weight_decay != 0)
+
+
+# --- the unfused lesson: one elementwise launch per line of the Adam rule -------------------------
+@cuda.jit
+def axpby_kernel(out, a, x, b, y):
+    """``out = a*x + b*y`` elementwise (``out`` may alias ``x``). 3 passes."""
+    start, step = cuda.grid(1), cuda.gridsize(1)
+    for i in range(start, out.size, step):
+        out[i] = a * x[i] + b * y[i]
+
+
+@cuda.jit
+def axpbyy_kernel(out, a, x, b, y):
+    """``out = a*x + b*y*y`` elementwise (``out`` may alias ``x``). 3 passes."""
+    start, step = cuda.grid(1), cuda.gridsize(1)
+    for i in range(start, out.size, step):
+        out[i] = a * x[i] + b * y[i] * y[i]
+
+
+@cuda.jit
+def sqrt_affine_kernel(out, x, c, e):
+    """``out = sqrt(x)/c + e`` elementwise. 2 passes."""
+    start, step = cuda.grid(1), cuda.gridsize(1)
+    for i in range(start, out.size, step):
+        out[i] = math.sqrt(x[i]) / c + e
+
+
+@cuda.jit
+def sub_scaled_ratio_kernel(out, s, x, y):
+    """``out -= s*x/y`` elementwise. 4 passes (reads out, x, y; writes out)."""
+    start, step = cuda.grid(1), cuda.gridsize(1)
+    for i in range(start, out.size, step):
+        out[i] = out[i] - s * x[i] / y[i]
+
+
+def adam_step_unfused_(param_buf, grad_buf, exp_avg_buf, exp_avg_sq_buf, step, lr, beta1,
+                       beta2, eps, weight_decay, *, block=None, max_blocks=None):
+    """The same Adam step as :func:`adam_step_`, as five separate elementwise launches (one
+    per line of the rule). Same arithmetic in the same order, so the same results; 15
+    global-memory passes and two n-element temporaries instead of 7 passes and none."""
+    n, dtype = _check(param_buf, grad_buf, exp_avg_buf, exp_avg_sq_buf)
+    if n == 0:
+        return
+    b1, omb1, b2, omb2, step_size, bc2_sqrt, eps_, wd = adam_scalars(
+        step, lr, beta1, beta2, eps, weight_decay, dtype)
+    grid, blk = launch_1d(n, block, max_blocks)
+    launch = (grid, blk, current_stream())
+    d = grad_buf
+    if weight_decay != 0:                                       # d = g + wd*p
+        d = empty(n, dtype)
+        axpby_kernel[launch](d, scalar(1, dtype), grad_buf, wd, param_buf)
+    axpby_kernel[launch](exp_avg_buf, b1, exp_avg_buf, omb1, d)       # m = b1*m + (1-b1)*d
+    axpbyy_kernel[launch](exp_avg_sq_buf, b2, exp_avg_sq_buf, omb2, d)  # v = b2*v + (1-b2)*d*d
+    denom = empty(n, dtype)
+    sqrt_affine_kernel[launch](denom, exp_avg_sq_buf, bc2_sqrt, eps_)   # sqrt(v)/sqrt(bc2)+eps
+    sub_scaled_ratio_kernel[launch](param_buf, step_size, exp_avg_buf, denom)  # p -= s*m/denom

@@ -1,0 +1,162 @@
+"""Tensor factories: from data, constants, ranges and random numbers."""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from . import backends
+from .random import default_generator
+from .tensor import Device, Tensor, _check_dtype, float32, int64
+
+
+def _shape(size):
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    shape = tuple(int(s) for s in size)
+    if any(s < 0 for s in shape):
+        raise RuntimeError(f"Trying to create tensor with negative dimension: {list(shape)}")
+    return shape
+
+
+def _device(device):
+    return Device("cpu" if device is None else device)
+
+
+def tensor(data, dtype=None, device=None, requires_grad=False):
+    """A new tensor copying ``data`` (nested lists, numbers, NumPy arrays or a Tensor)."""
+    if isinstance(data, Tensor):
+        data = data.detach().numpy()
+    array = np.asarray(data)
+    if dtype is None:
+        if array.dtype.kind == "f" and not isinstance(data, np.ndarray):
+            dtype = float32
+        elif array.dtype.kind in "iu":
+            dtype = int64
+    if array.dtype.kind not in "fiub":
+        raise TypeError(f"can't convert data of type {array.dtype} to a tensor")
+    return Tensor._from_array(array, _device(device), dtype, requires_grad)
+
+
+def as_tensor(data, dtype=None, device=None):
+    if isinstance(data, Tensor) and dtype in (None, data.dtype) and (
+            device is None or Device(device) == data.device):
+        return data
+    return tensor(data, dtype, device)
+
+
+def from_numpy(array):
+    return Tensor._from_array(np.asarray(array), "cpu")
+
+
+def full(size, fill_value, dtype=None, device=None, requires_grad=False):
+    shape = _shape((size,) if isinstance(size, numbers.Integral) else (tuple(size),))
+    if dtype is None:
+        dtype = (np.bool_ if isinstance(fill_value, bool) else
+                 int64 if isinstance(fill_value, numbers.Integral) else float32)
+    t = Tensor._full(shape, fill_value, _check_dtype(dtype), _device(device))
+    return t.requires_grad_(requires_grad) if requires_grad else t
+
+
+def zeros(*size, dtype=None, device=None, requires_grad=False):
+    return full(_shape(size), 0.0, dtype or float32, device, requires_grad)
+
+
+def ones(*size, dtype=None, device=None, requires_grad=False):
+    return full(_shape(size), 1.0, dtype or float32, device, requires_grad)
+
+
+def empty(*size, dtype=None, device=None, requires_grad=False):
+    shape = _shape(size)
+    dev = _device(device)
+    buf = backends.get(dev.type).empty(int(np.prod(shape)), _check_dtype(dtype) or float32)
+    t = Tensor._dense(buf, shape, dev)
+    return t.requires_grad_(requires_grad) if requires_grad else t
+
+
+def _like(x, dtype, device):
+    return dict(dtype=dtype or x.dtype, device=device or x.device)
+
+
+def zeros_like(x, dtype=None, device=None, requires_grad=False):
+    return full(x.shape, 0, **_like(x, dtype, device), requires_grad=requires_grad)
+
+
+def ones_like(x, dtype=None, device=None, requires_grad=False):
+    return full(x.shape, 1, **_like(x, dtype, device), requires_grad=requires_grad)
+
+
+def full_like(x, fill_value, dtype=None, device=None, requires_grad=False):
+    return full(x.shape, fill_value, **_like(x, dtype, device), requires_grad=requires_grad)
+
+
+def empty_like(x, dtype=None, device=None, requires_grad=False):
+    return empty(*x.shape, **_like(x, dtype, device), requires_grad=requires_grad)
+
+
+def _random(kind, size, dtype, device, requires_grad, generator):
+    shape = _shape(size)
+    dtype = _check_dtype(dtype) or float32
+    if dtype.kind != "f":
+        raise TypeError(f"{kind} expects a floating point dtype, got {dtype}")
+    dev = _device(device)
+    n = int(np.prod(shape))
+    seed, offset = (generator or default_generator).take(n)
+    backend = backends.get(dev.type)
+    draw = backend.random_normal if kind == "randn" else backend.random_uniform
+    t = Tensor._dense(draw(n, seed, offset, dtype), shape, dev)
+    return t.requires_grad_(requires_grad) if requires_grad else t
+
+
+def randn(*size, dtype=None, device=None, requires_grad=False, generator=None):
+    """Standard normal samples; the same seed gives the same numbers on cpu and cuda."""
+    return _random("randn", size, dtype, device, requires_grad, generator)
+
+
+def rand(*size, dtype=None, device=None, requires_grad=False, generator=None):
+    """Uniform samples in [0, 1)."""
+    return _random("rand", size, dtype, device, requires_grad, generator)
+
+
+def randn_like(x, dtype=None, device=None):
+    return randn(*x.shape, **_like(x, dtype, device))
+
+
+def rand_like(x, dtype=None, device=None):
+    return rand(*x.shape, **_like(x, dtype, device))
+
+
+def randint(low, high=None, size=(), dtype=None, device=None, generator=None):
+    if high is None:
+        low, high = 0, low
+    if high <= low:
+        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} "
+                           f">= to={high}")
+    u = rand(*_shape((tuple(size),)), dtype=np.float64, device=device, generator=generator)
+    return (u * (high - low)).to(_check_dtype(dtype) or int64) + low
+
+
+def randperm(n, device=None, generator=None):
+    perm = (generator or default_generator).numpy_rng().permutation(int(n))
+    return Tensor._from_array(perm.astype(np.int64), _device(device))
+
+
+def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False):
+    if end is None:
+        start, end = 0, start
+    if step == 0:
+        raise RuntimeError("step must be nonzero")
+    values = np.arange(start, end, step)
+    if dtype is None:
+        dtype = int64 if all(isinstance(v, numbers.Integral) for v in (start, end, step)) \
+            else float32
+    return Tensor._from_array(values, _device(device), dtype, requires_grad)
+
+
+def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
+    return Tensor._from_array(np.linspace(start, end, int(steps)), _device(device),
+                              dtype or float32, requires_grad)
+
+
+def eye(n, m=None, dtype=None, device=None, requires_grad=False):
+    return Tensor._from_array(np.eye(n, m), _device(device), dtype or float32, requires_grad)

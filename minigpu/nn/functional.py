@@ -1,0 +1,65 @@
+"""Functional forms of the layers (``minigpu.nn.functional`` ~ ``torch.nn.functional``).
+
+Same names, argument order and defaults as PyTorch; each function forwards to ``minigpu.ops``.
+"""
+from __future__ import annotations
+
+import warnings
+
+from .. import ops
+from ..ops.conv import conv2d
+from ..ops.loss import (binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy,
+                        mse_loss, nll_loss)
+from ..ops.norm import batch_norm, dropout
+from ..ops.pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d
+
+__all__ = ["linear", "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "batch_norm",
+           "dropout", "mse_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
+           "cross_entropy", "nll_loss", "softmax", "log_softmax", "relu", "leaky_relu", "tanh",
+           "sigmoid", "flatten"]
+
+
+def linear(input, weight, bias=None):
+    """``input @ weight.T + bias``: weight (out_features, in_features); the transpose is a
+    free strided view, and input may have any leading batch dims."""
+    out = ops.matmul(input, weight.mT if weight.ndim == 2 else weight)
+    return out if bias is None else out + bias
+
+
+def _softmax_dim(ndim):
+    warnings.warn("Implicit dimension choice for softmax has been deprecated. Change the call "
+                  "to include dim=X as an argument.", stacklevel=3)
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+def softmax(input, dim=None, _stacklevel=3, dtype=None):
+    if dtype is not None:
+        input = input.to(dtype)
+    return ops.softmax(input, _softmax_dim(input.ndim) if dim is None else dim)
+
+
+def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
+    if dtype is not None:
+        input = input.to(dtype)
+    return ops.log_softmax(input, _softmax_dim(input.ndim) if dim is None else dim)
+
+
+def relu(input, inplace=False):
+    """max(x, 0); ``inplace`` is accepted for compatibility (the result is a new tensor)."""
+    return ops.relu(input)
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    return ops.leaky_relu(input, negative_slope)
+
+
+def tanh(input):
+    return ops.tanh(input)
+
+
+def sigmoid(input):
+    return ops.sigmoid(input)
+
+
+def flatten(input, start_dim=0, end_dim=-1):
+    return ops.flatten(input, start_dim, end_dim)

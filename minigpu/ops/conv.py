@@ -1,0 +1,156 @@
+"""2-D convolution (NCHW) as im2col + one batched matrix product.
+
+``im2col`` unrolls every receptive field of the input into a column, so the convolution of an
+image is one GEMM with the weight matrix::
+
+    cols   = im2col(x)                      (N, C*kh*kw, OH*OW)
+    out[n] = W2 @ cols[n] + bias            W2 = weight viewed as (OC, C*kh*kw)
+
+``W2`` enters the batched ``matmul`` primitive as a view with batch stride 0 (no copy), and the
+bias is added by one broadcasting ``binary`` kernel. The backward pass is three more products
+and the adjoint of im2col::
+
+    grad_bias = sum over (n, pixel) of g                     reduce
+    grad_W2   = sum_n g[n] @ cols[n]^T                       matmul + reduce over n
+    grad_x    = col2im(W2^T @ g[n])                          matmul + col2im (overlaps summed)
+
+Memory: ``cols`` is kh*kw times larger than the input and is kept for the backward pass: the
+classic price of im2col, paid for GEMM speed.
+"""
+from __future__ import annotations
+
+import numbers
+
+from ..autograd import Function
+from ..backends.contract import View
+from ..tensor import Tensor
+from .shape import contiguous
+
+
+def _pair(value, name):
+    """An int or a pair of ints -> a pair of non-negative ints."""
+    if isinstance(value, numbers.Integral):
+        return int(value), int(value)
+    value = tuple(int(v) for v in value)
+    if len(value) == 1:
+        return value * 2
+    if len(value) != 2:
+        raise ValueError(f"{name} must be an int or a tuple of 2 ints, got {value}")
+    return value
+
+
+def out_size(size, k, s, p, d=1):
+    """PyTorch's output size of a convolution / pooling window along one axis (floor mode)."""
+    return (size + 2 * p - d * (k - 1) - 1) // s + 1
+
+
+class Conv2d(Function):
+    """y = conv2d(x, weight, bias); x (N,C,H,W) and weight (OC,C,kh,kw), groups=1."""
+
+    def forward(self, x, weight, bias, stride, padding, dilation):
+        x = contiguous(x)
+        weight = contiguous(weight)
+        n, c, h, w = x.shape
+        oc, _, kh, kw = weight.shape
+        oh = out_size(h, kh, stride[0], padding[0], dilation[0])
+        ow = out_size(w, kw, stride[1], padding[1], dilation[1])
+        k, pixels = c * kh * kw, oh * ow
+        be = x.backend
+        cols = be.im2col(x._view(), (kh, kw), stride, padding, dilation)
+        cols_v = View(cols, (n, k, pixels), (k * pixels, pixels, 1), 0)
+        w_v = View(weight._buf, (n, oc, k), (0, k, 1), weight._offset)  # broadcast over n
+        out = be.matmul(w_v, cols_v)
+        if bias is not None:
+            out_v = View(out, (n, oc, pixels), (oc * pixels, pixels, 1), 0)
+            b_v = View(bias._buf, (n, oc, pixels), (0, bias._strides[0], 0), bias._offset)
+            out = be.binary("add", out_v, b_v)
+        self.geometry = ((n, c, h, w), (kh, kw), stride, padding, dilation, (oc, oh, ow))
+        self.cols = cols
+        self.save_for_backward(weight)
+        return Tensor._dense(out, (n, oc, oh, ow), x.device)
+
+    def backward(self, g):
+        (weight,) = self.saved_tensors
+        x_shape, kernel, stride, padding, dilation, (oc, oh, ow) = self.geometry
+        n, c = x_shape[:2]
+        k, pixels = c * kernel[0] * kernel[1], oh * ow
+        g = contiguous(g)
+        be = g.backend
+        g_v = View(g._buf, (n, oc, pixels), (oc * pixels, pixels, 1), g._offset)
+        grad_x = grad_w = grad_b = None
+        if self.needs_input_grad[0]:
+            wt_v = View(weight._buf, (n, k, oc), (0, 1, k), weight._offset)  # W2^T, no copy
+            grad_cols = be.matmul(wt_v, g_v)
+            grad_cols_v = View(grad_cols, (n, k, pixels), (k * pixels, pixels, 1), 0)
+            grad_x = Tensor._dense(be.col2im(grad_cols_v, x_shape, kernel, stride, padding,
+                                             dilation), x_shape, g.device)
+        if self.needs_input_grad[1]:
+            cols_t = View(self.cols, (n, pixels, k), (k * pixels, 1, pixels), 0)  # cols^T
+            per_image = be.matmul(g_v, cols_t)
+            summed = be.reduce("sum", View(per_image, (n, oc, k), (oc * k, k, 1), 0), (0,))
+            grad_w = Tensor._dense(summed, weight.shape, g.device)
+        if len(self.needs_input_grad) > 2 and self.needs_input_grad[2]:
+            grad_b = Tensor._dense(be.reduce("sum", g_v, (0, 2)), (oc,), g.device)
+        self.cols = None
+        return grad_x, grad_w, grad_b, None, None, None
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *,
+           name="conv2d"):
+    """``torch.nn.functional.conv2d`` for groups=1: (N,C,H,W) or unbatched (C,H,W) input,
+    int or pair stride/padding/dilation, padding also ``'valid'`` or ``'same'``."""
+    from .elementwise import check_same_device
+    if groups != 1:
+        raise NotImplementedError(f"{name}: minigpu supports groups=1 only, got groups={groups}")
+    check_same_device(input, weight, *([bias] if bias is not None else []))
+    if weight.ndim != 4:
+        raise RuntimeError(f"{name} expected a 4-D weight (out_channels, in_channels, kH, kW), "
+                           f"got weight of shape {tuple(weight.shape)}")
+    if input.ndim not in (3, 4):
+        raise RuntimeError(f"{name} expected 3D (unbatched) or 4D (batched) input, got input "
+                           f"of shape {tuple(input.shape)}")
+    unbatched = input.ndim == 3
+    x = input.unsqueeze(0) if unbatched else input
+    oc, c, kh, kw = weight.shape
+    if x.shape[1] != c:
+        raise RuntimeError(f"{name} expected input with {c} channels, got {x.shape[1]} "
+                           f"(input shape {tuple(input.shape)}, weight shape "
+                           f"{tuple(weight.shape)})")
+    if bias is not None and tuple(bias.shape) != (oc,):
+        raise RuntimeError(f"{name} expected bias of shape ({oc},), got {tuple(bias.shape)}")
+    if x.dtype != weight.dtype or (bias is not None and bias.dtype != weight.dtype):
+        raise RuntimeError(f"{name}: input type ({x.dtype}) and weight type ({weight.dtype}) "
+                           f"should be the same")
+    stride, dilation = _pair(stride, "stride"), _pair(dilation, "dilation")
+    if isinstance(padding, str):
+        padding = _string_padding(padding, (kh, kw), stride, dilation, name)
+    padding = _pair(padding, "padding")
+    if min(stride) < 1 or min(dilation) < 1 or min(padding) < 0:
+        raise RuntimeError(f"{name}: stride and dilation must be positive and padding "
+                           f"non-negative, got stride={stride}, padding={padding}, "
+                           f"dilation={dilation}")
+    h, w = x.shape[2:]
+    oh = out_size(h, kh, stride[0], padding[0], dilation[0])
+    ow = out_size(w, kw, stride[1], padding[1], dilation[1])
+    if oh < 1 or ow < 1:
+        raise RuntimeError(f"{name}: Calculated padded input size per channel: "
+                           f"({h + 2 * padding[0]} x {w + 2 * padding[1]}). Kernel size: "
+                           f"({dilation[0] * (kh - 1) + 1} x {dilation[1] * (kw - 1) + 1}). "
+                           f"Kernel size can't be greater than actual input size")
+    out = Conv2d.apply(x, weight, bias, stride, padding, dilation)
+    return out.squeeze(0) if unbatched else out
+
+
+def _string_padding(padding, kernel, stride, dilation, name):
+    if padding == "valid":
+        return (0, 0)
+    if padding != "same":
+        raise ValueError(f"Invalid padding string '{padding}', should be one of "
+                         f"{{'valid', 'same'}}")
+    if stride != (1, 1):
+        raise ValueError(f"{name}: padding='same' is not supported for strided convolutions")
+    total = [d * (k - 1) for k, d in zip(kernel, dilation)]
+    if any(t % 2 for t in total):
+        raise NotImplementedError(f"{name}: padding='same' with an even effective kernel size "
+                                  f"needs asymmetric padding, which minigpu does not support")
+    return tuple(t // 2 for t in total)

@@ -1,0 +1,97 @@
+"""Matrix multiplication: 1-D, 2-D and batched operands with broadcast batch dimensions.
+
+Operands reach the kernel as 3-D strided views (batch, rows, cols): transposes (``W.T``) and
+broadcast batches (stride 0) cost no copy. Only batch dims that cannot be merged into one
+stride are made contiguous first.
+"""
+from __future__ import annotations
+
+from ..autograd import Function
+from ..backends.contract import View, contiguous_strides, numel
+from ..tensor import Tensor
+from .shape import broadcast_shapes, expand_view, sum_to, unsqueeze, squeeze
+
+
+def _as_batched(v: View):
+    """Merge the batch dims of a (*batch, R, C) view into one, copying only if impossible."""
+    batch, stride = numel(v.shape[:-2]), 0
+    dims = [(s, st) for s, st in zip(v.shape[:-2], v.strides[:-2]) if s != 1]
+    for (s0, st0), (s1, st1) in zip(dims, dims[1:]):
+        if st0 != st1 * s1:
+            break
+    else:
+        stride = dims[-1][1] if dims else 0
+        return View(v.buf, (batch,) + v.shape[-2:], (stride,) + v.strides[-2:], v.offset)
+    return None
+
+
+def _batched_operand(t: Tensor, shape):
+    v = expand_view(t, shape)
+    merged = _as_batched(v)
+    if merged is None:
+        dense = t.backend.contiguous(v)
+        merged = _as_batched(View(dense, v.shape, contiguous_strides(v.shape), 0))
+    return merged
+
+
+class MatMul(Function):
+    """(*batch, M, K) @ (*batch, K, N) with broadcast batch dims."""
+
+    def forward(self, a, b):
+        batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+        va = _batched_operand(a, batch + (m, k))
+        vb = _batched_operand(b, batch + (k, n))
+        self.save_for_backward(a, b)
+        return Tensor._dense(a.backend.matmul(va, vb), batch + (m, n), a.device)
+
+    def backward(self, g):
+        a, b = self.saved_tensors
+        ga = sum_to(g @ b.mT, a.shape) if self.needs_input_grad[0] else None
+        gb = sum_to(a.mT @ g, b.shape) if self.needs_input_grad[1] else None
+        return ga, gb
+
+
+def _shape_str(t):
+    return "x".join(str(s) for s in t.shape)
+
+
+def matmul(a, b):
+    from .elementwise import check_same_device
+    if not isinstance(a, Tensor) or not isinstance(b, Tensor):
+        raise TypeError("matmul(): both arguments must be Tensors")
+    check_same_device(a, b)
+    if a.ndim == 0 or b.ndim == 0:
+        raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are "
+                           f"{a.ndim}D and {b.ndim}D")
+    if a.dtype != b.dtype:
+        raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: {a.dtype} != "
+                           f"{b.dtype}")
+    if a.dtype.kind != "f":
+        raise RuntimeError(f"matmul is implemented for floating point tensors, got {a.dtype}")
+    if a.shape[-1] != b.shape[-2 if b.ndim > 1 else 0]:
+        left = _shape_str(a) if a.ndim > 1 else f"1x{a.shape[0]}"
+        right = _shape_str(b) if b.ndim > 1 else f"{b.shape[0]}x1"
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({left} and {right})")
+    a2 = unsqueeze(a, 0) if a.ndim == 1 else a
+    b2 = unsqueeze(b, 1) if b.ndim == 1 else b
+    out = MatMul.apply(a2, b2)
+    if a.ndim == 1:
+        out = squeeze(out, -2)
+    if b.ndim == 1:
+        out = squeeze(out, -1)
+    return out
+
+
+def mm(a, b):
+    if a.ndim != 2 or b.ndim != 2:
+        raise RuntimeError(f"mm(): expected 2-D tensors, got {a.ndim}-D and {b.ndim}-D")
+    return matmul(a, b)
+
+
+def bmm(a, b):
+    if a.ndim != 3 or b.ndim != 3:
+        raise RuntimeError(f"bmm(): expected 3-D tensors, got {a.ndim}-D and {b.ndim}-D")
+    if a.shape[0] != b.shape[0]:
+        raise RuntimeError(f"bmm(): batch sizes differ: {a.shape[0]} and {b.shape[0]}")
+    return matmul(a, b)

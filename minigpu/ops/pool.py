@@ -1,0 +1,152 @@
+"""2-D pooling (NCHW): max (with argmax routing), average, and adaptive average.
+
+* ``max_pool2d``: the forward primitive returns the values *and* the flat index ``h*W + w`` of
+  each window's maximum inside its (n, c) plane; backward routes each output gradient to that
+  one input pixel (``maxpool2d_backward``, overlapping windows summed). PyTorch's
+  ``return_indices=True`` returns the same indices.
+* ``avg_pool2d``: the mean of each window; backward spreads ``g / window_size`` back over the
+  window (``avgpool2d_backward``).
+* ``adaptive_avg_pool2d``: output size given, windows derived. When the input divides evenly it
+  *is* an average pool (kernel = stride = input // output). Otherwise PyTorch's windows
+  ``[floor(i*H/OH), ceil((i+1)*H/OH))`` overlap unevenly; their averages are separable, so the
+  op composes two matrix products with constant averaging matrices: ``Ph @ x @ Pw^T``,
+  ``Ph`` of shape (OH, H). Autograd differentiates the composition.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+
+from ..autograd import Function
+from ..tensor import Tensor
+from .conv import _pair, out_size
+from .shape import contiguous
+
+
+class MaxPool2d(Function):
+    def forward(self, x, kernel, stride, padding):
+        x = contiguous(x)
+        out, argmax = x.backend.maxpool2d(x._view(), kernel, stride, padding)
+        n, c, h, w = x.shape
+        shape = (n, c, out_size(h, kernel[0], stride[0], padding[0]),
+                 out_size(w, kernel[1], stride[1], padding[1]))
+        self.x_shape = tuple(x.shape)
+        self.indices = Tensor._dense(argmax, shape, x.device)
+        self.mark_non_differentiable(self.indices)
+        return Tensor._dense(out, shape, x.device), self.indices
+
+    def backward(self, g, _):
+        g = contiguous(g)
+        grad = g.backend.maxpool2d_backward(g._view(), self.indices._view(), self.x_shape)
+        return Tensor._dense(grad, self.x_shape, g.device), None, None, None
+
+
+class AvgPool2d(Function):
+    def forward(self, x, kernel, stride, padding, count_include_pad):
+        x = contiguous(x)
+        self.args = (kernel, stride, padding, count_include_pad)
+        self.x_shape = tuple(x.shape)
+        n, c, h, w = x.shape
+        shape = (n, c, out_size(h, kernel[0], stride[0], padding[0]),
+                 out_size(w, kernel[1], stride[1], padding[1]))
+        return Tensor._dense(x.backend.avgpool2d(x._view(), *self.args), shape, x.device)
+
+    def backward(self, g):
+        g = contiguous(g)
+        grad = g.backend.avgpool2d_backward(g._view(), self.x_shape, *self.args)
+        return Tensor._dense(grad, self.x_shape, g.device), None, None, None, None
+
+
+def _pool_args(name, input, kernel_size, stride, padding, dilation=1, ceil_mode=False):
+    if input.ndim not in (3, 4):
+        raise RuntimeError(f"{name}: expected 3D or 4D (batch mode) tensor for input, got "
+                           f"input of shape {tuple(input.shape)}")
+    if input.dtype.kind != "f":
+        raise RuntimeError(f"{name}: expected a floating point input, got {input.dtype}")
+    if ceil_mode:
+        raise NotImplementedError(f"{name}: minigpu supports ceil_mode=False only")
+    if _pair(dilation, "dilation") != (1, 1):
+        raise NotImplementedError(f"{name}: minigpu supports dilation=1 only")
+    kernel = _pair(kernel_size, "kernel_size")
+    stride = kernel if stride is None or (not isinstance(stride, numbers.Integral)
+                                          and len(stride) == 0) else _pair(stride, "stride")
+    padding = _pair(padding, "padding")
+    if min(kernel) < 1 or min(stride) < 1:
+        raise RuntimeError(f"{name}: kernel_size and stride must be positive, got "
+                           f"kernel_size={kernel}, stride={stride}")
+    if any(p < 0 or p > k // 2 for p, k in zip(padding, kernel)):
+        raise RuntimeError(f"{name}: pad should be at most half of effective kernel size, but "
+                           f"got pad={padding}, kernel_size={kernel}")
+    h, w = input.shape[-2:]
+    oh, ow = (out_size(h, kernel[0], stride[0], padding[0]),
+              out_size(w, kernel[1], stride[1], padding[1]))
+    if oh < 1 or ow < 1:
+        raise RuntimeError(f"{name}: Given input size: ({h}x{w}). Calculated output size: "
+                           f"({oh}x{ow}). Output size is too small")
+    return kernel, stride, padding
+
+
+def _batched(input):
+    return (input.unsqueeze(0), True) if input.ndim == 3 else (input, False)
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """``torch.nn.functional.max_pool2d`` (ceil_mode=False, dilation=1)."""
+    kernel, stride, padding = _pool_args("max_pool2d", input, kernel_size, stride, padding,
+                                         dilation, ceil_mode)
+    x, unbatched = _batched(input)
+    out, indices = MaxPool2d.apply(x, kernel, stride, padding)
+    if unbatched:
+        out, indices = out.squeeze(0), indices.squeeze(0)
+    return (out, indices) if return_indices else out
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True, divisor_override=None):
+    """``torch.nn.functional.avg_pool2d`` (ceil_mode=False). ``divisor_override`` divides
+    each window's sum by a fixed number instead of its size."""
+    kernel, stride, padding = _pool_args("avg_pool2d", input, kernel_size, stride, padding,
+                                         ceil_mode=ceil_mode)
+    x, unbatched = _batched(input)
+    if divisor_override is not None:
+        if divisor_override == 0:
+            raise RuntimeError("avg_pool2d: divisor must be not zero")
+        # Every window of a floor-mode pool with count_include_pad covers kh*kw cells.
+        out = AvgPool2d.apply(x, kernel, stride, padding, True)
+        out = out * (kernel[0] * kernel[1] / float(divisor_override))
+    else:
+        out = AvgPool2d.apply(x, kernel, stride, padding, bool(count_include_pad))
+    return out.squeeze(0) if unbatched else out
+
+
+def _averaging_matrix(size, out, like):
+    """(out, size) matrix whose row i averages PyTorch's adaptive window i."""
+    rows = []
+    for i in range(out):
+        lo, hi = (i * size) // out, math.ceil((i + 1) * size / out)
+        rows.append([1.0 / (hi - lo) if lo <= j < hi else 0.0 for j in range(size)])
+    return Tensor._from_array(rows, like.device, like.dtype)
+
+
+def adaptive_avg_pool2d(input, output_size):
+    """``torch.nn.functional.adaptive_avg_pool2d``; ``None`` in output_size keeps that size."""
+    if input.ndim not in (3, 4):
+        raise RuntimeError(f"adaptive_avg_pool2d: expected 3D or 4D tensor for input, got "
+                           f"input of shape {tuple(input.shape)}")
+    h, w = input.shape[-2:]
+    if isinstance(output_size, numbers.Integral) or output_size is None:
+        output_size = (output_size, output_size)
+    oh, ow = (h if output_size[0] is None else int(output_size[0]),
+              w if output_size[1] is None else int(output_size[1]))
+    if oh < 1 or ow < 1 or h < 1 or w < 1:
+        raise RuntimeError(f"adaptive_avg_pool2d: output size must be positive and the input "
+                           f"non-empty, got output_size=({oh}, {ow}) for input of shape "
+                           f"{tuple(input.shape)}")
+    if h % oh == 0 and w % ow == 0:
+        k = (h // oh, w // ow)
+        return avg_pool2d(input, k, k)
+    from .linalg import matmul
+    ph = _averaging_matrix(h, oh, input)
+    pw = _averaging_matrix(w, ow, input)
+    return matmul(matmul(ph, input), pw.mT)

@@ -1,0 +1,159 @@
+"""Reductions: sum, mean, max/min (with and without dim), argmax/argmin, var/std."""
+from __future__ import annotations
+
+import builtins
+import math
+from collections import namedtuple
+
+from ..autograd import Function
+from ..tensor import Tensor
+from .shape import expand, normalize_dim, normalize_dims, permute, reshape
+
+MaxMin = namedtuple("MaxMin", ["values", "indices"])
+
+
+def _kept_shape(shape, dims):
+    return tuple(1 if i in dims else s for i, s in enumerate(shape))
+
+
+def _reduced_shape(shape, dims, keepdim):
+    if keepdim:
+        return _kept_shape(shape, dims)
+    return tuple(s for i, s in enumerate(shape) if i not in dims)
+
+
+def _check_nonempty(x, dims, name):
+    if any(x.shape[d] == 0 for d in dims):
+        raise IndexError(f"{name}(): Expected reduction dim to have non-zero size.")
+
+
+class Sum(Function):
+    def forward(self, x, dims, keepdim):
+        self.source, self.dims = x.shape, dims
+        out = x.backend.reduce("sum", x._view(), dims)
+        return Tensor._dense(out, _reduced_shape(x.shape, dims, keepdim), x.device)
+
+    def backward(self, g):
+        return expand(reshape(g, *_kept_shape(self.source, self.dims)), *self.source), None, None
+
+
+class Extreme(Function):
+    """max/min over dims; the gradient is shared equally among tied extreme elements."""
+
+    def forward(self, x, op, dims, keepdim):
+        self.dims = dims
+        out = x.backend.reduce(op, x._view(), dims)
+        y = Tensor._dense(out, _reduced_shape(x.shape, dims, keepdim), x.device)
+        self.save_for_backward(x, y)
+        return y
+
+    def backward(self, g):
+        x, y = self.saved_tensors
+        kept = _kept_shape(x.shape, self.dims)
+        mask = (x == reshape(y, *kept)).to(g.dtype)
+        count = sum(mask, self.dims, keepdim=True)
+        return reshape(g, *kept) * mask / count, None, None, None
+
+
+class ArgExtreme(Function):
+    """max/min along one dim returning (values, indices); gradient flows to the argmax."""
+
+    def forward(self, x, op, dim, keepdim):
+        self.dim, self.source = dim, x.shape
+        values, indices = x.backend.argreduce(op, x._view(), dim)
+        shape = _reduced_shape(x.shape, (dim,), keepdim)
+        self.indices = Tensor._dense(indices, shape, x.device)
+        self.mark_non_differentiable(self.indices)
+        return Tensor._dense(values, shape, x.device), self.indices
+
+    def backward(self, g, _):
+        rows = g.numel()
+        size = self.source[self.dim]
+        # Scatter g to the argmax positions as (rows, size), then move `dim` back in place.
+        order = [d for d in range(len(self.source)) if d != self.dim] + [self.dim]
+        flat = g.backend.scatter(reshape(self.indices, rows)._view(),
+                                 reshape(g.contiguous(), rows)._view(), size)
+        moved = Tensor._dense(flat, [self.source[d] for d in order], g.device)
+        inverse = sorted(range(len(order)), key=order.__getitem__)
+        return permute(moved, *inverse), None, None, None
+
+
+def sum(x, dim=None, keepdim=False, dtype=None):
+    if dtype is not None:
+        x = x.to(dtype)
+    if x.dtype.kind == "b":
+        x = x.long()
+    dims = normalize_dims(dim, x.ndim)
+    if not dims:
+        return x if x.ndim else x + 0
+    return Sum.apply(x, dims, keepdim)
+
+
+def mean(x, dim=None, keepdim=False):
+    if x.dtype.kind != "f":
+        raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be either a "
+                           f"floating point or complex dtype. Got: {x.dtype}")
+    dims = normalize_dims(dim, x.ndim)
+    count = 1
+    for d in dims:
+        count *= x.shape[d]
+    return sum(x, dims, keepdim) * (1.0 / count if count else math.nan)
+
+
+def _extreme(x, op, dim, keepdim):
+    if dim is None:
+        if x.numel() == 0:
+            raise RuntimeError(f"{op}(): Expected reduction dim to be specified for input.numel() "
+                               f"== 0. Specify the reduction dim with the 'dim' argument.")
+        return Extreme.apply(x, op, tuple(range(x.ndim)), False) if x.ndim else x
+    if isinstance(dim, Tensor):
+        from .elementwise import maximum, minimum
+        return (maximum if op == "max" else minimum)(x, dim)
+    d = normalize_dim(dim, x.ndim)
+    _check_nonempty(x, (d,), op)
+    if x.ndim == 0:
+        return MaxMin(x, Tensor._full((), 0, "int64", x.device))
+    return MaxMin(*ArgExtreme.apply(x, op, d, keepdim))
+
+
+def max(x, dim=None, keepdim=False):
+    """max() of all elements, max(dim) -> (values, indices), or max(other) elementwise."""
+    return _extreme(x, "max", dim, keepdim)
+
+
+def min(x, dim=None, keepdim=False):
+    return _extreme(x, "min", dim, keepdim)
+
+
+def _arg(x, op, dim, keepdim):
+    if dim is None:
+        flat = reshape(x, x.numel())
+        _, idx = ArgExtreme.apply(flat.detach(), op, 0, False)
+        return reshape(idx, *([1] * x.ndim)) if keepdim else idx
+    d = normalize_dim(dim, x.ndim)
+    _check_nonempty(x, (d,), "arg" + op)
+    return ArgExtreme.apply(x.detach(), op, d, keepdim)[1]
+
+
+def argmax(x, dim=None, keepdim=False):
+    return _arg(x, "max", dim, keepdim)
+
+
+def argmin(x, dim=None, keepdim=False):
+    return _arg(x, "min", dim, keepdim)
+
+
+def var(x, dim=None, correction=1, keepdim=False, unbiased=None):
+    if unbiased is not None:
+        correction = 1 if unbiased else 0
+    dims = normalize_dims(dim, x.ndim)
+    count = 1
+    for d in dims:
+        count *= x.shape[d]
+    centred = x - mean(x, dims, keepdim=True)
+    return sum(centred * centred, dims, keepdim) / builtins.max(count - correction, 0)
+
+
+def std(x, dim=None, correction=1, keepdim=False, unbiased=None):
+    from .elementwise import sqrt
+    return sqrt(var(x, dim, correction, keepdim, unbiased))

@@ -1,0 +1,432 @@
+"""Shape ops: views that only rewrite (shape, strides, offset), and the few that copy.
+
+``permute``, ``transpose``, ``expand``, ``squeeze``/``unsqueeze``, slicing and ``reshape`` of a
+contiguous tensor share the input's buffer. ``contiguous``, ``cat`` and ``reshape`` of a
+non-contiguous tensor copy through the backend.
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from ..autograd import Function
+from ..backends.contract import View, contiguous_strides, numel
+from ..tensor import Device, Tensor
+
+
+def normalize_dim(dim, ndim):
+    """A non-negative dim index, with PyTorch's error for out-of-range values."""
+    if not isinstance(dim, (numbers.Integral, np.integer)):
+        raise TypeError(f"dim must be an int, got {type(dim).__name__}")
+    lo, hi = (-ndim, ndim - 1) if ndim else (-1, 0)
+    if not lo <= dim <= hi:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{lo}, {hi}], "
+                         f"but got {dim})")
+    return int(dim) % max(ndim, 1)
+
+
+def normalize_dims(dims, ndim):
+    """A sorted tuple of distinct dims; None means all dims."""
+    if dims is None:
+        return tuple(range(ndim))
+    if isinstance(dims, (numbers.Integral, np.integer)):
+        dims = (dims,)
+    out = sorted(normalize_dim(d, ndim) for d in dims)
+    if len(set(out)) != len(out):
+        raise RuntimeError(f"dim {out} appears multiple times in the list of dims")
+    return tuple(out)
+
+
+def broadcast_shapes(*shapes):
+    ndim = max(len(s) for s in shapes)
+    padded = [(1,) * (ndim - len(s)) + tuple(s) for s in shapes]
+    out = []
+    for i in range(ndim):
+        sizes = [s[i] for s in padded if s[i] != 1]
+        if len(set(sizes)) > 1:
+            names = " and ".join(str(tuple(s)) for s in shapes)
+            raise RuntimeError(f"The size of tensor a ({sizes[0]}) must match the size of tensor "
+                               f"b ({sizes[1]}) at non-singleton dimension {i} (shapes {names})")
+        out.append(sizes[0] if sizes else 1)
+    return tuple(out)
+
+
+def expand_view(t: Tensor, shape) -> View:
+    """A stride-0 view of ``t`` broadcast to ``shape`` (no copy)."""
+    shape = tuple(shape)
+    lead = len(shape) - t.ndim
+    strides = [0] * lead
+    for size, stride, target in zip(t.shape, t._strides, shape[lead:]):
+        if size == target:
+            strides.append(stride)
+        elif size == 1:
+            strides.append(0)
+        else:
+            raise RuntimeError(f"The expanded size of the tensor ({target}) must match the "
+                               f"existing size ({size}) at non-singleton dimension. Target "
+                               f"sizes: {list(shape)}.  Tensor sizes: {list(t.shape)}")
+    return View(t._buf, shape, tuple(strides), t._offset)
+
+
+def sum_to(g: Tensor, shape) -> Tensor:
+    """Undo broadcasting: sum g over the dims along which ``shape`` was expanded."""
+    shape = tuple(shape)
+    if tuple(g.shape) == shape:
+        return g
+    lead = g.ndim - len(shape)
+    dims = tuple(range(lead)) + tuple(
+        lead + i for i, s in enumerate(shape) if s == 1 and g.shape[lead + i] != 1)
+    from .reduce import sum as reduce_sum
+    return reduce_sum(g, dims).reshape(shape) if dims else g.reshape(shape)
+
+
+def _strided(t: Tensor, shape, strides, offset) -> Tensor:
+    return Tensor(t._buf, shape, strides, offset, t.device)
+
+
+# --- views ------------------------------------------------------------------------------------
+class Permute(Function):
+    def forward(self, x, dims):
+        self.dims = dims
+        return _strided(x, [x.shape[d] for d in dims], [x._strides[d] for d in dims], x._offset)
+
+    def backward(self, g):
+        return permute(g, *np.argsort(self.dims)), None
+
+
+class Expand(Function):
+    def forward(self, x, shape):
+        self.source = x.shape
+        v = expand_view(x, shape)
+        return _strided(x, v.shape, v.strides, v.offset)
+
+    def backward(self, g):
+        return sum_to(g, self.source), None
+
+
+class Reshape(Function):
+    def forward(self, x, shape):
+        self.source = x.shape
+        if x.is_contiguous():
+            return _strided(x, shape, contiguous_strides(shape), x._offset)
+        return Tensor._dense(x.backend.contiguous(x._view()), shape, x.device)
+
+    def backward(self, g):
+        return g.reshape(self.source), None
+
+
+class Slice(Function):
+    """A basic-indexing view: ints, slices (step > 0), None and Ellipsis."""
+
+    def forward(self, x, index):
+        self.source_shape, self.index = x.shape, index
+        _, shape, strides, offset = _basic_index_layout(x, index)
+        return _strided(x, shape, strides, offset)
+
+    def backward(self, g):
+        full = Tensor._full(self.source_shape, 0, g.dtype, g.device)
+        _, shape, strides, offset = _basic_index_layout(full, self.index)
+        g.backend.assign_(View(full._buf, shape, strides, offset), g._view())
+        return full, None
+
+
+class Contiguous(Function):
+    def forward(self, x):
+        return Tensor._dense(x.backend.contiguous(x._view()), x.shape, x.device)
+
+    def backward(self, g):
+        return g
+
+
+class ToDevice(Function):
+    def forward(self, x, device: Device):
+        self.source = x.device
+        host = x.backend.to_numpy(x._view())
+        return Tensor._from_array(host, device)
+
+    def backward(self, g):
+        return g.to(self.source), None
+
+
+class Cat(Function):
+    def forward(self, dim, *tensors):
+        self.dim, self.sizes = dim, [t.shape[dim] for t in tensors]
+        first = tensors[0]
+        shape = list(first.shape)
+        shape[dim] = sum(self.sizes)
+        out = Tensor._dense(first.backend.empty(numel(shape), first.dtype), shape, first.device)
+        start = 0
+        for t, size in zip(tensors, self.sizes):
+            part = narrow(out, dim, start, size)
+            t.backend.assign_(part._view(), t._view())
+            start += size
+        return out
+
+    def backward(self, g):
+        grads, start = [], 0
+        for size in self.sizes:
+            grads.append(narrow(g, self.dim, start, size))
+            start += size
+        return (None, *grads)
+
+
+# --- user-facing functions ----------------------------------------------------------------------
+def permute(x, *dims):
+    if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
+        dims = tuple(dims[0])
+    dims = tuple(normalize_dim(d, x.ndim) for d in dims)
+    if sorted(dims) != list(range(x.ndim)):
+        raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does "
+                           f"not match the length of the desired ordering of dimensions i.e. "
+                           f"input.dim() = {x.ndim} is not equal to len(dims) = {len(dims)}"
+                           if len(dims) != x.ndim else f"permute(): dims {dims} repeat a dim")
+    return Permute.apply(x, dims)
+
+
+def transpose(x, dim0, dim1):
+    dims = list(range(x.ndim))
+    a, b = normalize_dim(dim0, x.ndim), normalize_dim(dim1, x.ndim)
+    dims[a], dims[b] = dims[b], dims[a]
+    return Permute.apply(x, tuple(dims))
+
+
+def t(x):
+    if x.ndim > 2:
+        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {x.ndim}D")
+    return transpose(x, 0, 1) if x.ndim == 2 else x
+
+
+def _infer_shape(shape, n):
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    shape = [int(s) for s in shape]
+    if shape.count(-1) > 1:
+        raise RuntimeError("only one dimension can be inferred")
+    known = numel([s for s in shape if s != -1])
+    if -1 in shape:
+        if known == 0 or n % known:
+            raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {n}")
+        shape[shape.index(-1)] = n // known
+    if numel(shape) != n:
+        raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {n}")
+    return tuple(shape)
+
+
+def reshape(x, *shape):
+    shape = _infer_shape(shape, x.numel())
+    return x if shape == tuple(x.shape) else Reshape.apply(x, shape)
+
+
+def view(x, *shape):
+    if not x.is_contiguous():
+        raise RuntimeError("view size is not compatible with input tensor's size and stride "
+                           "(at least one dimension spans across two contiguous subspaces). "
+                           "Use .reshape(...) instead.")
+    return reshape(x, *shape)
+
+
+def view_as(x, other):
+    return view(x, *other.shape)
+
+
+def reshape_as(x, other):
+    return reshape(x, *other.shape)
+
+
+def flatten(x, start_dim=0, end_dim=-1):
+    if x.ndim == 0:
+        return reshape(x, 1)
+    s, e = normalize_dim(start_dim, x.ndim), normalize_dim(end_dim, x.ndim)
+    if s > e:
+        raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
+    return reshape(x, *x.shape[:s], numel(x.shape[s:e + 1]), *x.shape[e + 1:])
+
+
+def squeeze(x, dim=None):
+    if dim is None:
+        return reshape(x, *[s for s in x.shape if s != 1])
+    dims = normalize_dims(dim, x.ndim)
+    return reshape(x, *[s for i, s in enumerate(x.shape) if not (i in dims and s == 1)])
+
+
+def unsqueeze(x, dim):
+    d = normalize_dim(dim, x.ndim + 1)
+    return reshape(x, *x.shape[:d], 1, *x.shape[d:])
+
+
+def expand(x, *shape):
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    lead = len(shape) - x.ndim
+    if lead < 0:
+        raise RuntimeError(f"expand: the number of sizes provided ({len(shape)}) must be greater "
+                           f"or equal to the number of dimensions in the tensor ({x.ndim})")
+    shape = tuple(x.shape[i - lead] if s == -1 else int(s) for i, s in enumerate(shape))
+    return x if shape == tuple(x.shape) else Expand.apply(x, shape)
+
+
+def expand_as(x, other):
+    return expand(x, *other.shape)
+
+
+def repeat(x, *sizes):
+    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
+        sizes = tuple(sizes[0])
+    lead = len(sizes) - x.ndim
+    x = reshape(x, *([1] * lead), *x.shape)
+    inter, final = [], []
+    for r, s in zip(sizes, x.shape):
+        inter += [1, s]
+        final += [r, s]
+    tiled = expand(reshape(x, *inter), *final)
+    return reshape(tiled, *[r * s for r, s in zip(sizes, x.shape)])
+
+
+def contiguous(x):
+    return x if x.is_contiguous() else Contiguous.apply(x)
+
+
+def narrow(x, dim, start, length):
+    index = [slice(None)] * x.ndim
+    index[dim] = slice(start, start + length)
+    return getitem(x, tuple(index))
+
+
+def _basic_index_layout(x, index):
+    """(result ndim, shape, strides, offset) of ``x[index]`` for basic indexing."""
+    if not isinstance(index, tuple):
+        index = (index,)
+    specified = sum(1 for i in index if i is not None and i is not Ellipsis)
+    if sum(1 for i in index if i is Ellipsis) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    if specified > x.ndim:
+        raise IndexError(f"too many indices for tensor of dimension {x.ndim}")
+    expanded = []
+    for i in index:
+        if i is Ellipsis:
+            expanded += [slice(None)] * (x.ndim - specified)
+        else:
+            expanded.append(i)
+    if Ellipsis not in index:
+        expanded += [slice(None)] * (x.ndim - specified)
+    shape, strides, offset, d = [], [], x._offset, 0
+    for i in expanded:
+        if i is None:
+            shape.append(1)
+            strides.append(0)
+            continue
+        size, stride = x.shape[d], x._strides[d]
+        if isinstance(i, (numbers.Integral, np.integer)) and not isinstance(i, bool):
+            if not -size <= i < size:
+                raise IndexError(f"index {i} is out of bounds for dimension {d} with size {size}")
+            offset += (int(i) % size) * stride
+        elif isinstance(i, slice):
+            start, stop, step = i.indices(size)
+            if step <= 0:
+                raise ValueError("step must be greater than zero")
+            length = max(0, (stop - start + step - 1) // step)
+            offset += start * stride if length else 0
+            shape.append(length)
+            strides.append(stride * step)
+        else:
+            raise IndexError(f"unsupported index of type {type(i).__name__}; use ints, slices, "
+                             f"None, ... or a 1-D integer tensor")
+        d += 1
+    return len(shape), tuple(shape), tuple(strides), offset
+
+
+def getitem(x, index):
+    from .indexing import index_select
+    if isinstance(index, Tensor):
+        if index.dtype.kind in "iu" and index.ndim <= 1:
+            return index_select(x, 0, index)
+        raise IndexError("only 1-D integer tensors are supported as tensor indices")
+    if isinstance(index, (list, np.ndarray)):
+        return getitem(x, Tensor._from_array(np.asarray(index, dtype=np.int64), x.device))
+    return Slice.apply(x, index)
+
+
+def setitem_(x, index, value):
+    """In-place ``x[index] = value`` for tensors that don't require grad (data preparation)."""
+    if x.requires_grad:
+        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
+                           "operation.")
+    _, shape, strides, offset = _basic_index_layout(x, index)
+    if not isinstance(value, Tensor):
+        value = Tensor._full((), value, x.dtype, x.device)
+    value = value.to(x.dtype)
+    x.backend.assign_(View(x._buf, shape, strides, offset), expand_view(value, shape))
+
+
+def cat(tensors, dim=0):
+    tensors = list(tensors)
+    if not tensors:
+        raise RuntimeError("cat(): expected a non-empty list of Tensors")
+    from .elementwise import check_same_device
+    check_same_device(*tensors)
+    first = tensors[0]
+    d = normalize_dim(dim, first.ndim)
+    for i, t in enumerate(tensors):
+        if t.ndim != first.ndim or any(a != b for k, (a, b) in enumerate(zip(t.shape, first.shape))
+                                       if k != d):
+            raise RuntimeError(f"Sizes of tensors must match except in dimension {d}. Expected "
+                               f"size {list(first.shape)} but got size {list(t.shape)} for "
+                               f"tensor number {i} in the list.")
+    dtype = np.result_type(*[t.dtype for t in tensors])
+    return Cat.apply(d, *[t.to(dtype) for t in tensors])
+
+
+def stack(tensors, dim=0):
+    tensors = list(tensors)
+    if not tensors:
+        raise RuntimeError("stack expects a non-empty TensorList")
+    for i, t in enumerate(tensors):
+        if t.shape != tensors[0].shape:
+            raise RuntimeError(f"stack expects each tensor to be equal size, but got "
+                               f"{list(tensors[0].shape)} at entry 0 and {list(t.shape)} at "
+                               f"entry {i}")
+    d = normalize_dim(dim, tensors[0].ndim + 1)
+    return cat([unsqueeze(t, d) for t in tensors], d)
+
+
+def split(x, split_size, dim=0):
+    d = normalize_dim(dim, x.ndim)
+    size = x.shape[d]
+    sizes = ([split_size] * (size // split_size) + ([size % split_size] if size % split_size
+                                                     else [])
+             if isinstance(split_size, numbers.Integral) else list(split_size))
+    if sum(sizes) != size:
+        raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {size} "
+                           f"(input tensor's size at dimension {d}), but got split_sizes={sizes}")
+    out, start = [], 0
+    for s in sizes:
+        out.append(narrow(x, d, start, s))
+        start += s
+    return tuple(out)
+
+
+def chunk(x, chunks, dim=0):
+    size = x.shape[normalize_dim(dim, x.ndim)]
+    return split(x, max(1, -(-size // chunks)), dim)
+
+
+def unbind(x, dim=0):
+    d = normalize_dim(dim, x.ndim)
+    return tuple(getitem(x, (slice(None),) * d + (i,)) for i in range(x.shape[d]))
+
+
+def zero_(x):
+    return fill_(x, 0)
+
+
+def fill_(x, value):
+    setitem_(x, Ellipsis, value)
+    return x
+
+
+def copy_(x, src):
+    from .elementwise import check_same_device
+    check_same_device(x, src)
+    setitem_(x, Ellipsis, src)
+    return x

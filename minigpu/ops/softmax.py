@@ -1,0 +1,49 @@
+"""softmax / log_softmax along any dim, as one fused row kernel over the last axis."""
+from __future__ import annotations
+
+from ..autograd import Function
+from ..tensor import Tensor
+from .shape import contiguous, normalize_dim, transpose
+
+
+def _rows(t: Tensor):
+    """A dense (rows, cols) view of a tensor whose softmax axis is last."""
+    t = contiguous(t)
+    cols = t.shape[-1] if t.ndim else 1
+    return t, t._view()._replace(shape=(t.numel() // max(cols, 1), cols), strides=(cols, 1))
+
+
+class Softmax(Function):
+    def forward(self, x, log):
+        self.log = log
+        x, rows = _rows(x)
+        y = Tensor._dense(x.backend.softmax(rows, log), x.shape, x.device)
+        self.save_for_backward(y)
+        return y
+
+    def backward(self, g):
+        (y,) = self.saved_tensors
+        g, g_rows = _rows(g)
+        _, y_rows = _rows(y)
+        return Tensor._dense(g.backend.softmax_backward(y_rows, g_rows, self.log), g.shape,
+                             g.device), None
+
+
+def _along(x, dim, log):
+    from .elementwise import as_float
+    x = as_float(x)
+    if x.ndim == 0:
+        return Softmax.apply(x, log)
+    d = normalize_dim(dim, x.ndim)
+    last = x.ndim - 1
+    if d == last:
+        return Softmax.apply(x, log)
+    return transpose(Softmax.apply(transpose(x, d, last), log), d, last)
+
+
+def softmax(x, dim=-1):
+    return _along(x, dim, False)
+
+
+def log_softmax(x, dim=-1):
+    return _along(x, dim, True)

@@ -1,0 +1,383 @@
+"""Tensor: a flat device buffer, a strided layout over it, and an autograd node.
+
+Methods and operators only forward to ``ops``; no math happens here.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import autograd, backends
+from .backends.contract import View, contiguous_strides, is_contiguous, numel
+
+float32 = np.dtype(np.float32)
+float64 = np.dtype(np.float64)
+int64 = np.dtype(np.int64)
+bool_ = np.dtype(np.bool_)
+long = int64
+_DTYPES = {np.dtype(d) for d in (np.float32, np.float64, np.int64, np.bool_)}
+
+
+class Size(tuple):
+    """A tensor's shape: a tuple, like ``torch.Size``."""
+
+    def numel(self) -> int:
+        return numel(self)
+
+    def __repr__(self):
+        return f"minigpu.Size({list(self)})"
+
+
+class Device:
+    """``device(type='cuda')``; compares equal to its string form."""
+
+    __slots__ = ("type",)
+
+    def __init__(self, spec):
+        spec = spec.type if isinstance(spec, Device) else str(spec)
+        kind = spec.split(":")[0]
+        if kind not in ("cpu", "cuda") or spec.count(":") > 1 or (
+                ":" in spec and spec.split(":")[1] not in ("0",)):
+            raise RuntimeError(f"Expected one of cpu, cuda device type at start of device "
+                               f"string: {spec}")
+        self.type = kind
+
+    def __eq__(self, other):
+        try:
+            return self.type == Device(other).type
+        except (RuntimeError, TypeError):
+            return False
+
+    def __hash__(self):
+        return hash(self.type)
+
+    def __str__(self):
+        return self.type
+
+    def __repr__(self):
+        return f"device(type='{self.type}')"
+
+
+def device(spec) -> Device:
+    return Device(spec)
+
+
+def _check_dtype(dtype):
+    if dtype is None:
+        return None
+    if dtype is bool:
+        return bool_
+    if dtype is float:
+        return float32
+    if dtype is int:
+        return int64
+    d = np.dtype(dtype)
+    if d not in _DTYPES:
+        raise TypeError(f"minigpu supports float32, float64, int64 and bool tensors, not {d}")
+    return d
+
+
+class Tensor:
+    """An n-dimensional array on ``cpu`` or ``cuda`` that can record gradients."""
+
+    __array_priority__ = 1000  # numpy scalars defer to Tensor operators
+
+    def __init__(self, buf, shape, strides, offset, device, requires_grad=False):
+        self._buf = buf
+        self.shape = Size(int(s) for s in shape)
+        self._strides = tuple(int(s) for s in strides)
+        self._offset = int(offset)
+        self.device = Device(device)
+        self.dtype = np.dtype(buf.dtype)
+        self.grad = None
+        self.grad_fn = None
+        self._output_index = 0
+        self._retains_grad = False
+        self.requires_grad = False
+        if requires_grad:
+            self.requires_grad_(True)
+
+    # --- construction helpers used by ops and factories ----------------------------------
+    @classmethod
+    def _dense(cls, buf, shape, device):
+        return cls(buf, shape, contiguous_strides(shape), 0, device)
+
+    @classmethod
+    def _from_array(cls, array, device, dtype=None, requires_grad=False):
+        a = np.asarray(array, dtype=_check_dtype(dtype))
+        if a.dtype not in _DTYPES:
+            a = a.astype(float32 if a.dtype.kind == "f" else int64)
+        dev = Device(device)
+        t = cls._dense(backends.get(dev.type).from_numpy(a), a.shape, dev)
+        return t.requires_grad_(requires_grad) if requires_grad else t
+
+    @classmethod
+    def _full(cls, shape, value, dtype, device):
+        dev = Device(device)
+        return cls._dense(backends.get(dev.type).full(numel(shape), value, dtype), shape, dev)
+
+    @property
+    def backend(self):
+        return backends.get(self.device.type)
+
+    def _view(self) -> View:
+        return View(self._buf, tuple(self.shape), self._strides, self._offset)
+
+    # --- properties ----------------------------------------------------------------------
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    def dim(self):
+        return len(self.shape)
+
+    def size(self, dim=None):
+        if dim is None:
+            return self.shape
+        from .ops.shape import normalize_dim
+        return self.shape[normalize_dim(dim, self.ndim)]
+
+    def numel(self):
+        return numel(self.shape)
+
+    def stride(self, dim=None):
+        return self._strides if dim is None else self._strides[dim]
+
+    def is_contiguous(self):
+        return is_contiguous(self.shape, self._strides)
+
+    @property
+    def is_cuda(self):
+        return self.device.type == "cuda"
+
+    @property
+    def is_leaf(self):
+        return self.grad_fn is None
+
+    def is_floating_point(self):
+        return self.dtype.kind == "f"
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    # --- autograd ------------------------------------------------------------------------
+    def requires_grad_(self, requires_grad=True):
+        if requires_grad and self.dtype.kind != "f":
+            raise RuntimeError("only Tensors of floating point dtype can require gradients")
+        if not requires_grad and self.grad_fn is not None:
+            raise RuntimeError("you can only change requires_grad flags of leaf variables.")
+        self.requires_grad = bool(requires_grad)
+        return self
+
+    def retain_grad(self):
+        self._retains_grad = True
+        return self
+
+    def backward(self, gradient=None, retain_graph=False):
+        """Accumulate d(self)/d(leaf) into every leaf's ``.grad``."""
+        autograd.backward(self, gradient, retain_graph)
+
+    def detach(self):
+        """The same data, cut from the graph (shares the buffer)."""
+        return Tensor(self._buf, self.shape, self._strides, self._offset, self.device)
+
+    @property
+    def data(self):
+        """The values without autograd history; assigning replaces them in place (the tensor
+        object, and so every optimizer that holds it, stays the same)."""
+        return self.detach()
+
+    @data.setter
+    def data(self, other):
+        if tuple(other.shape) != tuple(self.shape) and self.grad_fn is not None:
+            raise RuntimeError("data set to a tensor of a different shape")
+        self._buf, self.shape, self._strides = other._buf, other.shape, other._strides
+        self._offset, self.device, self.dtype = other._offset, other.device, other.dtype
+
+    def detach_(self):
+        self.grad_fn = None
+        self.requires_grad = False
+        return self
+
+    # --- transfer ------------------------------------------------------------------------
+    def to(self, *args, **kwargs):
+        """``to(device)``, ``to(dtype)`` or ``to(device, dtype)``; a no-op returns self."""
+        device = kwargs.pop("device", None)
+        dtype = kwargs.pop("dtype", None)
+        if kwargs:
+            raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
+        for a in args:
+            if isinstance(a, Tensor):
+                device, dtype = a.device, a.dtype
+            elif isinstance(a, (str, Device)):
+                device = a
+            else:
+                dtype = a
+        from .ops import elementwise, shape
+        out = self
+        if dtype is not None and _check_dtype(dtype) != self.dtype:
+            out = elementwise.Cast.apply(out, _check_dtype(dtype))
+        if device is not None and Device(device) != self.device:
+            out = shape.ToDevice.apply(out, Device(device))
+        return out
+
+    def cuda(self):
+        return self.to("cuda")
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def float(self):
+        return self.to(float32)
+
+    def double(self):
+        return self.to(float64)
+
+    def long(self):
+        return self.to(int64)
+
+    def bool(self):
+        return self.to(bool_)
+
+    def type_as(self, other):
+        return self.to(other.dtype)
+
+    def numpy(self) -> np.ndarray:
+        """A host copy as a NumPy array (waits for queued device work)."""
+        if self.requires_grad:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
+                               "Use tensor.detach().numpy() instead.")
+        return self.backend.to_numpy(self._view())
+
+    def tolist(self):
+        return self.detach().numpy().tolist()
+
+    def item(self):
+        if self.numel() != 1:
+            raise RuntimeError(f"a Tensor with {self.numel()} elements cannot be converted "
+                               f"to Scalar")
+        return self.detach().numpy().reshape(()).item()
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __bool__(self):
+        if self.numel() != 1:
+            raise RuntimeError(f"Boolean value of Tensor with {self.numel()} elements is "
+                               f"ambiguous")
+        return bool(self.item())
+
+    def __array__(self, dtype=None, copy=None):
+        a = self.detach().numpy()
+        return a if dtype is None else a.astype(dtype)
+
+    def __repr__(self):
+        body = np.array2string(self.detach().numpy(), separator=", ", precision=4,
+                               prefix="tensor(")
+        extras = []
+        if self.device.type != "cpu":
+            extras.append(f"device='{self.device}'")
+        if self.dtype not in (float32, int64, bool_):
+            extras.append(f"dtype=minigpu.{self.dtype}")
+        if self.grad_fn is not None:
+            extras.append(f"grad_fn={self.grad_fn!r}")
+        elif self.requires_grad:
+            extras.append("requires_grad=True")
+        return "tensor(" + ", ".join([body] + extras) + ")"
+
+    def __hash__(self):
+        return id(self)
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    # --- arithmetic: forwarded to ops --------------------------------------------------------
+    def __add__(self, other):
+        return _ops().add(self, other)
+
+    def __radd__(self, other):
+        return _ops().add(self, other)
+
+    def __sub__(self, other):
+        return _ops().sub(self, other)
+
+    def __rsub__(self, other):
+        return _ops().rsub(self, other)
+
+    def __mul__(self, other):
+        return _ops().mul(self, other)
+
+    def __rmul__(self, other):
+        return _ops().mul(self, other)
+
+    def __truediv__(self, other):
+        return _ops().div(self, other)
+
+    def __rtruediv__(self, other):
+        return _ops().rdiv(self, other)
+
+    def __pow__(self, other):
+        return _ops().pow(self, other)
+
+    def __rpow__(self, other):
+        return _ops().rpow(self, other)
+
+    def __neg__(self):
+        return _ops().neg(self)
+
+    def __matmul__(self, other):
+        return _ops().matmul(self, other)
+
+    def __rmatmul__(self, other):
+        return _ops().matmul(other, self)
+
+    def __gt__(self, other):
+        return _ops().compare("gt", self, other)
+
+    def __ge__(self, other):
+        return _ops().compare("ge", self, other)
+
+    def __lt__(self, other):
+        return _ops().compare("lt", self, other)
+
+    def __le__(self, other):
+        return _ops().compare("le", self, other)
+
+    def __eq__(self, other):
+        return _ops().compare("eq", self, other)
+
+    def __ne__(self, other):
+        return _ops().compare("ne", self, other)
+
+    def __getitem__(self, index):
+        return _ops().getitem(self, index)
+
+    def __setitem__(self, index, value):
+        _ops().setitem_(self, index, value)
+
+
+def _ops():
+    from . import ops
+    return ops
+
+
+def _attach_methods():
+    """Method forms of the ops (``x.exp()``, ``x.sum(dim)``, ...), listed once."""
+    from . import ops
+
+    names = ["exp", "log", "sqrt", "tanh", "sigmoid", "relu", "abs", "sign", "clamp", "clip",
+             "sum", "mean", "max", "min", "argmax", "argmin", "var", "std", "matmul",
+             "softmax", "log_softmax", "reshape", "view", "permute", "transpose", "flatten",
+             "squeeze", "unsqueeze", "expand", "expand_as", "contiguous", "view_as",
+             "reshape_as", "repeat", "masked_fill", "maximum", "minimum", "pow", "neg",
+             "add", "sub", "mul", "div", "square", "rsqrt", "reciprocal", "t", "chunk",
+             "split", "index_select", "narrow", "zero_", "fill_", "copy_", "mm", "bmm",
+             "leaky_relu", "unbind", "all", "any", "eq", "ne", "gt", "lt", "ge", "le"]
+    for method in names:
+        setattr(Tensor, method, getattr(ops, method))
+    Tensor.T = property(lambda self: ops.permute(self, *reversed(range(self.ndim))))
+    Tensor.mT = property(lambda self: ops.transpose(self, -2, -1))

@@ -1,0 +1,140 @@
+"""cuda ``matmul`` and every rung of ``MATMUL_LADDER`` against ``np.matmul``.
+
+Operands come from ``strategies.views``: permuted (transposed), step-sliced, offset and
+batch-broadcast (stride 0) layouts, with M, N, K from 1 to 11, so tiles of 4 and 8 always
+have ragged edges. Tolerance (float32): rtol=1e-5, atol=1e-4: with |x| <= 4 and K <= 11 the
+products' rounding differs from NumPy's (blocked, FMA) order by a few ulps of 16*K.
+"""
+import importlib
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from minigpu import backends
+from minigpu.backends import contract
+from strategies import ViewSpec, views
+
+cpu = backends.get("cpu")
+cuda = backends.get("cuda")
+MM = importlib.import_module("minigpu.backends.cuda.matmul")
+
+TOL = dict(rtol=1e-5, atol=1e-4)
+
+# Small launch configurations for the simulator (tiles of 8 and 4: edges at every size).
+SMALL = {
+    "naive": [dict(block=(8, 8)), dict(block=(4, 2))],
+    "coalesced": [dict(block=(8, 8)), dict(block=(4, 2))],
+    "tiled": [dict(tile=8), dict(tile=4)],
+    "register_tiled": [dict(BM=8, BN=8, BK=4, TM=2, TN=2),      # 16 threads
+                       dict(BM=8, BN=4, BK=2, TM=4, TN=1),      # tall micro-tile
+                       dict(BM=4, BN=8, BK=8, TM=1, TN=4)],     # wide, deep slice
+}
+
+
+@st.composite
+def operands(draw, max_side=11, dtype=np.float32):
+    B = draw(st.integers(1, 3))
+    M, N, K = (draw(st.integers(1, max_side)) for _ in range(3))
+    a = draw(views(shape=(B, M, K), dtype=dtype))
+    b = draw(views(shape=(B, K, N), dtype=dtype))
+    return a, b
+
+
+def check(fn, a, b, **config):
+    B, M, _ = a.shape
+    N = b.shape[2]
+    got = cuda.to_numpy(contract.dense(fn(a.on(cuda), b.on(cuda), **config), (B, M, N)))
+    want = np.matmul(a.numpy(), b.numpy())
+    assert got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, **TOL)
+
+
+@pytest.mark.parametrize("name", list(MM.MATMUL_LADDER))
+@given(data=st.data(), ops=operands())
+def test_ladder_matches_numpy(name, data, ops):
+    config = data.draw(st.sampled_from(SMALL[name]))
+    check(MM.MATMUL_LADDER[name], *ops, **config)
+
+
+@given(operands())
+def test_matmul_default_configuration(ops):
+    check(MM.matmul, *ops)
+
+
+def dense(a):
+    a = np.ascontiguousarray(a, dtype=np.float32)
+    return ViewSpec(a.reshape(-1), a.shape, contract.contiguous_strides(a.shape), 0)
+
+
+def transposed(a):
+    """A (B, R, C) view with unit stride along R: the layout of ``W.T`` for a dense W."""
+    t = np.ascontiguousarray(np.swapaxes(a, 1, 2), dtype=np.float32)
+    B, R, C = a.shape
+    return ViewSpec(t.reshape(-1), (B, R, C), (R * C, 1, R), 0)
+
+
+def broadcast(a):
+    """One (1, R, C) matrix seen as a batch of ``B`` (batch stride 0)."""
+    return lambda B: ViewSpec(np.ascontiguousarray(a, dtype=np.float32).reshape(-1),
+                              (B,) + a.shape, (0,) + contract.contiguous_strides(a.shape), 0)
+
+
+@pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt", "broadcast_b", "broadcast_a"])
+@pytest.mark.parametrize("name", list(MM.MATMUL_LADDER))
+def test_transposed_and_broadcast_operands(name, layout):
+    """x @ W.T (no copy), A.T @ B, and a weight shared by every batch (stride 0)."""
+    rng = np.random.default_rng(7)
+    B, M, K, N = 2, 9, 7, 10
+    a = rng.uniform(-4, 4, (B, M, K))
+    b = rng.uniform(-4, 4, (B, K, N))
+    if layout == "broadcast_b":
+        a, b = dense(a), broadcast(b[0])(B)
+    elif layout == "broadcast_a":
+        a, b = broadcast(a[0])(B), dense(b)
+    else:
+        a = transposed(a) if layout[0] == "t" else dense(a)
+        b = transposed(b) if layout[1] == "t" else dense(b)
+    check(MM.MATMUL_LADDER[name], a, b, **SMALL[name][0])
+
+
+@pytest.mark.parametrize("M,K,N", [(1, 1, 1), (1, 9, 1), (9, 1, 9), (1, 5, 17), (17, 3, 1)])
+def test_degenerate_sizes(M, K, N):
+    rng = np.random.default_rng(8)
+    a, b = rng.uniform(-4, 4, (1, M, K)), rng.uniform(-4, 4, (1, K, N))
+    for name, fn in MM.MATMUL_LADDER.items():
+        check(fn, dense(a), dense(b), **SMALL[name][0])
+
+
+def test_empty_operands():
+    a, b = dense(np.zeros((2, 3, 0))), dense(np.zeros((2, 0, 4)))
+    out = cuda.to_numpy(contract.dense(MM.matmul(a.on(cuda), b.on(cuda)), (2, 3, 4)))
+    np.testing.assert_array_equal(out, np.zeros((2, 3, 4), np.float32))
+    a, b = dense(np.zeros((2, 0, 3))), dense(np.zeros((2, 3, 4)))
+    assert MM.matmul(a.on(cuda), b.on(cuda)).size == 0
+
+
+def test_shape_mismatch_message():
+    a, b = dense(np.zeros((1, 2, 3))), dense(np.zeros((1, 4, 5)))
+    message = r"mat1 and mat2 shapes cannot be multiplied \(2x3 and 4x5\)"
+    with pytest.raises(ValueError, match=message):
+        MM.matmul(a.on(cuda), b.on(cuda))
+
+
+@given(operands(max_side=6, dtype=np.float64))
+def test_float64(ops):
+    a, b = ops
+    got = cuda.to_numpy(contract.dense(MM.matmul(a.on(cuda), b.on(cuda)),
+                                       (a.shape[0], a.shape[1], b.shape[2])))
+    np.testing.assert_allclose(got, np.matmul(a.numpy(), b.numpy()), rtol=1e-12, atol=1e-12)
+
+
+def test_production_configuration():
+    """BM=BN=64, BK=8, TM=TN=4 (256 threads): one 64x64 tile plus ragged edges in M, N and K
+    (M=70 and N=66 give a 2x2 grid whose last blocks are mostly outside C; K=13 leaves a
+    partial slice), with a transposed B as in ``x @ W.T``."""
+    rng = np.random.default_rng(9)
+    a = dense(rng.uniform(-4, 4, (1, 70, 13)))
+    b = transposed(rng.uniform(-4, 4, (1, 13, 66)))
+    check(MM.matmul_register_tiled, a, b, **MM.PRODUCTION)

@@ -1,0 +1,224 @@
+"""cuda ``reduce`` / ``argreduce`` and the sum ladder against the NumPy reference.
+
+Tolerances: max/min/argmax/argmin are exact (a reduction only selects elements). Sums of
+float32 are compared with rtol=1e-5, atol=1e-4: the GPU adds in a tree order, NumPy pairwise,
+and |x| <= 4 with at most a few hundred terms keeps the difference well below that.
+"""
+import importlib
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from minigpu import backends
+from minigpu.backends import contract
+from strategies import ViewSpec, views
+
+cpu = backends.get("cpu")
+cuda = backends.get("cuda")
+R = importlib.import_module("minigpu.backends.cuda.reduce")
+
+needs_shuffle = pytest.mark.skipif(
+    not R.WARP_SHUFFLE, reason="needs simulator warp intrinsics (simulator.py)")
+
+SUM_TOL = dict(rtol=1e-5, atol=1e-4)
+
+# Launch configurations: None = production defaults; the rest force each code path with small
+# blocks (tree without shuffles, a K-split column kernel, the shuffle variant).
+CONFIGS = [
+    {},
+    dict(max_block=8, split=2, shuffle=False),
+    dict(max_block=16, split=4, shuffle=False),
+]
+SHUFFLE_CONFIGS = [dict(max_block=64, split=2, shuffle=True)]
+
+
+def configs():
+    return st.sampled_from(CONFIGS + (SHUFFLE_CONFIGS if R.WARP_SHUFFLE else []))
+
+
+def host(buf, shape):
+    return cuda.to_numpy(contract.dense(buf, shape))
+
+
+def ref_reduce(op, spec, axes):
+    return cpu.reduce(op, spec.on(cpu), axes).reshape(
+        [s for d, s in enumerate(spec.shape) if d not in axes])
+
+
+def check_reduce(op, spec, axes, **config):
+    out_shape = [s for d, s in enumerate(spec.shape) if d not in axes]
+    got = host(R.reduce(op, spec.on(cuda), axes, **config), out_shape)
+    want = ref_reduce(op, spec, axes)
+    assert got.dtype == want.dtype
+    if op == "sum" and want.dtype.kind == "f":
+        np.testing.assert_allclose(got, want, **SUM_TOL)
+    else:
+        np.testing.assert_array_equal(got, want)
+
+
+@st.composite
+def axes_of(draw, ndim):
+    axes = draw(st.lists(st.integers(0, ndim - 1), min_size=1, max_size=ndim, unique=True))
+    return tuple(sorted(axes))
+
+
+@given(st.data(), views(), st.sampled_from(contract.REDUCE_OPS), configs())
+def test_reduce_matches_numpy_on_strided_views(data, spec, op, config):
+    check_reduce(op, spec, data.draw(axes_of(len(spec.shape))), **config)
+
+
+@given(st.data(), views(dtype=np.int64, lo=-50, hi=50), st.sampled_from(contract.REDUCE_OPS))
+def test_reduce_int64(data, spec, op):
+    check_reduce(op, spec, data.draw(axes_of(len(spec.shape))))
+
+
+@given(st.data(), views(dtype=np.bool_), st.sampled_from(contract.REDUCE_OPS))
+def test_reduce_bool(data, spec, op):
+    check_reduce(op, spec, data.draw(axes_of(len(spec.shape))))
+
+
+def test_bool_rows_avoid_shuffles():
+    """``shfl_*_sync`` moves 32/64-bit registers only: 1-byte bool lanes use the tree (the
+    simulator would shuffle them; the GPU compiler refuses)."""
+    assert not R._use_shuffle(True, 64, np.uint8)
+    assert R._use_shuffle(True, 64, np.float32) and R._use_shuffle(True, 64, np.int64)
+    x = np.zeros((2, 70), dtype=np.bool_)
+    x[0, 65] = True
+    for op in contract.REDUCE_OPS:
+        check_reduce(op, dense_spec(x), (1,), max_block=64, shuffle=True)
+    _, idx = R.argreduce("max", dense_spec(x).on(cuda), 1, max_block=64, shuffle=True)
+    np.testing.assert_array_equal(host(idx, (2,)), [65, 0])
+
+
+@given(st.data(), views(dtype=np.float64), st.sampled_from(contract.REDUCE_OPS))
+def test_reduce_float64(data, spec, op):
+    check_reduce(op, spec, data.draw(axes_of(len(spec.shape))))
+
+
+def dense_spec(a):
+    a = np.ascontiguousarray(a)
+    return ViewSpec(a.reshape(-1), a.shape, contract.contiguous_strides(a.shape), 0)
+
+
+@pytest.mark.parametrize("config", [dict(max_block=32, shuffle=False),
+                                    dict(max_block=8, shuffle=False),
+                                    pytest.param(dict(max_block=32, shuffle=True),
+                                                 marks=needs_shuffle),
+                                    pytest.param(dict(max_block=64, shuffle=True),
+                                                 marks=needs_shuffle)])
+@pytest.mark.parametrize("op", contract.REDUCE_OPS)
+def test_row_kernel_long_rows(op, config):
+    """Rows longer than the block: the strided register loop plus the block combine."""
+    x = np.random.default_rng(1).uniform(-4, 4, (3, 77)).astype(np.float32)
+    check_reduce(op, dense_spec(x), (1,), **config)
+
+
+@pytest.mark.parametrize("op", contract.REDUCE_OPS)
+def test_column_kernel_split(op):
+    """Few, long columns: K split over the block's y dimension, shared tree over y."""
+    x = np.random.default_rng(2).uniform(-4, 4, (2, 70, 3)).astype(np.float32)
+    check_reduce(op, dense_spec(x), (1,), max_block=8, split=2)
+
+
+def test_production_configuration():
+    """The GPU launch shapes: 256-thread row blocks, and the 32x8 K-split column kernel."""
+    rng = np.random.default_rng(3)
+    big = dict(max_block=R.PRODUCTION_BLOCK, split=R.COLUMN_SPLIT)
+    rows = rng.uniform(-4, 4, (2, 300)).astype(np.float32)
+    cols = rng.uniform(-4, 4, (2, 100, 3)).astype(np.float32)
+    for op in contract.REDUCE_OPS:
+        check_reduce(op, dense_spec(rows), (1,), **big)
+        check_reduce(op, dense_spec(cols), (1,), **big)
+    check_reduce("sum", dense_spec(rows), (1,), shuffle=False, **big)
+    vals, idx = R.argreduce("max", dense_spec(rows).on(cuda), 1, max_block=R.PRODUCTION_BLOCK)
+    np.testing.assert_array_equal(host(idx, (2,)), rows.argmax(1))
+
+
+def test_nan_propagates_like_numpy():
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    x[1, 2] = np.nan
+    for op in ("max", "min", "sum"):
+        for axes in ((0,), (1,), (0, 1)):
+            want = ref_reduce(op, dense_spec(x), axes)
+            got = host(R.reduce(op, dense_spec(x).on(cuda), axes), want.shape)
+            np.testing.assert_array_equal(got, want)
+    for op in ("max", "min"):
+        for axis in (0, 1):
+            _, idx = R.argreduce(op, dense_spec(x).on(cuda), axis)
+            _, want = cpu.argreduce(op, dense_spec(x).on(cpu), axis)
+            np.testing.assert_array_equal(host(idx, want.shape), want)
+
+
+# --- argreduce ----------------------------------------------------------------------------------
+def check_argreduce(op, spec, axis, **config):
+    out_shape = [s for d, s in enumerate(spec.shape) if d != axis]
+    values, idx = R.argreduce(op, spec.on(cuda), axis, **config)
+    want_v, want_i = cpu.argreduce(op, spec.on(cpu), axis)
+    got_i = host(idx, out_shape)
+    assert got_i.dtype == np.int64
+    np.testing.assert_array_equal(got_i.reshape(-1), want_i)
+    np.testing.assert_array_equal(host(values, out_shape).reshape(-1), want_v)
+
+
+# Values from {-1, 0, 1}: most rows have ties, which must resolve to the first index.
+tie_views = views(lo=-1, hi=1).map(
+    lambda s: ViewSpec(np.round(s.base), s.shape, s.strides, s.offset))
+
+
+@given(st.data(), st.one_of(views(), tie_views), st.sampled_from(["max", "min"]), configs())
+def test_argreduce_matches_numpy(data, spec, op, config):
+    config.pop("split", None)
+    check_argreduce(op, spec, data.draw(st.integers(0, len(spec.shape) - 1)), **config)
+
+
+@pytest.mark.parametrize("config", [dict(max_block=16, shuffle=False),
+                                    pytest.param(dict(max_block=64, shuffle=True),
+                                                 marks=needs_shuffle)])
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_argreduce_ties_across_threads(op, config):
+    """Equal extremes in different threads and warps of one row: the first index wins."""
+    x = np.zeros((4, 90), dtype=np.float32)
+    x[0, [5, 40, 70]] = 1 if op == "max" else -1     # three equal extremes, three threads
+    x[1, [33, 34, 89]] = 1 if op == "max" else -1    # lanes of different warps
+    x[3, :] = -np.inf if op == "max" else np.inf     # all equal: index 0
+    for axis, spec in ((1, dense_spec(x)), (0, dense_spec(x.T))):
+        check_argreduce(op, spec, axis, **config)
+
+
+@given(views(dtype=np.int64, lo=-3, hi=3), st.sampled_from(["max", "min"]))
+def test_argreduce_int64(spec, op):
+    check_argreduce(op, spec, len(spec.shape) - 1)
+
+
+# --- the teaching ladder --------------------------------------------------------------------------
+LADDER_RUNGS = [pytest.param(name, id=name,
+                             marks=[needs_shuffle] if name in R.SHUFFLE_RUNGS else [])
+                for name in R.SUM_LADDER]
+
+
+@pytest.mark.parametrize("name", LADDER_RUNGS)
+@given(spec=st.integers(1, 300).flatmap(lambda n: views(shape=(n,))),
+       block=st.sampled_from([32, 64]))
+def test_sum_ladder_matches_numpy(name, spec, block):
+    got = host(R.SUM_LADDER[name](spec.on(cuda), block=block), ())
+    np.testing.assert_allclose(got, spec.numpy().sum(), **SUM_TOL)
+
+
+@pytest.mark.parametrize("name", LADDER_RUNGS)
+def test_sum_ladder_small_blocks_and_passes(name):
+    """Several passes (n > block * per-thread work) with blocks small enough to need them;
+    the non-shuffle rungs also run with blocks under one warp."""
+    x = np.random.default_rng(4).uniform(-4, 4, 700).astype(np.float32)
+    block = 32 if name in R.SHUFFLE_RUNGS else 8
+    kw = dict(max_grid=4) if name == "warp_shuffle" else {}
+    got = host(R.SUM_LADDER[name](dense_spec(x).on(cuda), block=block, **kw), ())
+    np.testing.assert_allclose(got, x.sum(), **SUM_TOL)
+
+
+@pytest.mark.parametrize("name", LADDER_RUNGS)
+def test_sum_ladder_production_block(name):
+    x = np.random.default_rng(5).uniform(-4, 4, 600).astype(np.float32)
+    got = host(R.SUM_LADDER[name](dense_spec(x).on(cuda), block=R.PRODUCTION_BLOCK), ())
+    np.testing.assert_allclose(got, x.sum(), **SUM_TOL)
