@@ -1,6 +1,7 @@
 """One training epoch of LeNet-5 on the cpu device: minigpu vs plain NumPy-im2col vs PyTorch.
 
     python benchmarks/cpu_lenet_epoch.py [--images 1000] [--batch 50] [--size 28]
+                                         [--torch-threads N]
 
 Random digit-sized data (1x28x28 images, 10 classes; no dataset download), the same initial
 weights for all three, SGD(lr=0.01, momentum=0.9), CrossEntropyLoss. The NumPy reference below
@@ -8,6 +9,11 @@ is what minigpu's cpu backend does without the framework: im2col + GEMM convolut
 max-pooling, hand-written backward passes. The ratio minigpu / NumPy is the cost of the Tensor,
 autograd and op layers; minigpu / PyTorch compares with a production CPU engine (oneDNN,
 several threads). The first-batch losses are printed so the three can be seen to agree.
+
+For a steady single-thread comparison on a shared machine, pin every BLAS and PyTorch::
+
+    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 \
+        python benchmarks/cpu_lenet_epoch.py --torch-threads 1
 """
 from __future__ import annotations
 
@@ -174,6 +180,8 @@ def main():
     parser.add_argument("--images", type=int, default=1000)
     parser.add_argument("--batch", type=int, default=50)
     parser.add_argument("--size", type=int, default=28, help="image side (8 for digits)")
+    parser.add_argument("--torch-threads", type=int, default=0,
+                        help="torch.set_num_threads (0: PyTorch's default)")
     args = parser.parse_args()
     if args.size < 12 and args.size != 8:
         parser.error("--size must be 8 or at least 12")
@@ -204,6 +212,8 @@ def main():
     except ImportError:
         torch = None
     if torch is not None:
+        if args.torch_threads:
+            torch.set_num_threads(args.torch_threads)
         results[f"pytorch-cpu ({torch.get_num_threads()} threads)"] = timed(
             lambda: run_framework(torch, torch.nn, torch.optim, weights, xs, ys, lr, momentum,
                                   size, torch.tensor))
@@ -214,6 +224,8 @@ def main():
     for name, (wall, cpu, losses) in results.items():
         print(f"{name:<28} {wall:7.3f} {cpu:7.3f} {wall / steps * 1e3:8.2f} "
               f"{base / wall:12.2f}  {losses[0]:.6f} / {losses[-1]:.6f}")
+    if any(wall > 1.5 * cpu for wall, cpu, _ in results.values()):
+        print("(wall time well above cpu time: other processes took the cores; rerun)")
     if torch is None:
         print("(PyTorch not importable: skipped)")
 

@@ -16,6 +16,25 @@ import numpy as np
 
 _state = threading.local()
 
+observers = []
+"""Hooks for tools such as ``minigpu.profiler``. Each observer is called as
+``observer(phase, node, args)`` — ``phase`` is ``"forward"`` or ``"backward"``, ``node`` the
+Function instance, ``args`` the positional arguments (inputs, or output gradients) — just
+before that method runs, and returns a callable that is called (with no arguments) when it
+has returned. Empty by default, which costs one check per call."""
+
+
+def _observed(phase, node, method, *args, **kwargs):
+    """``method(*args, **kwargs)``, announced to every observer."""
+    if not observers:
+        return method(*args, **kwargs)
+    ends = [observe(phase, node, args) for observe in list(observers)]
+    try:
+        return method(*args, **kwargs)
+    finally:
+        for end in reversed(ends):
+            end()
+
 
 def is_grad_enabled() -> bool:
     return getattr(_state, "enabled", True)
@@ -68,7 +87,7 @@ class Function:
 
         ctx = cls()
         ctx.non_differentiable = set()
-        outputs = ctx.forward(*args, **kwargs)
+        outputs = _observed("forward", ctx, ctx.forward, *args, **kwargs)
         tracked = is_grad_enabled() and any(
             isinstance(a, Tensor) and a.requires_grad for a in args)
         if not tracked:
@@ -143,7 +162,7 @@ def backward(tensor, gradient=None, retain_graph=False):
             if getattr(node, "inputs", None) is None:
                 raise RuntimeError("Trying to backward through the graph a second time; "
                                    "pass retain_graph=True to the first backward call.")
-            grads_in = node.backward(*grads_out)
+            grads_in = _observed("backward", node, node.backward, *grads_out)
             if not isinstance(grads_in, tuple):
                 grads_in = (grads_in,)
             for inp, needs, g in zip(node.inputs, node.needs_input_grad, grads_in):

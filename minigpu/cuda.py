@@ -37,3 +37,76 @@ def current_stream():
 def stream(s):
     """``with minigpu.cuda.stream(s):`` queues work inside the block on stream s."""
     return _device().use_stream(s)
+
+
+# --- memory (the caching allocator, ``backends/cuda/allocator.py``) -----------------------
+
+def _allocator():
+    from .backends.cuda import allocator
+    _device()  # importing device.py installs the allocator plugin
+    return allocator
+
+
+_EMPTY_STATS = dict.fromkeys((
+    "allocated_bytes", "requested_bytes", "cached_bytes", "reserved_bytes",
+    "peak_allocated_bytes", "peak_reserved_bytes", "active_blocks", "cached_blocks",
+    "num_allocs", "num_frees", "num_cache_hits", "num_device_allocs", "num_device_frees",
+    "num_oom_retries"), 0)
+
+
+def memory_stats() -> dict:
+    """Counters of the caching device allocator, like ``torch.cuda.memory_stats()``.
+
+    Bytes: ``allocated_bytes`` (blocks in use, rounded to their size class),
+    ``requested_bytes`` (what was asked for), ``cached_bytes`` (freed blocks kept for reuse),
+    ``reserved_bytes`` (allocated + cached: what the device has given us) and their peaks.
+    Calls: ``num_allocs``/``num_frees`` (requests and returns), ``num_cache_hits`` (requests
+    served from the cache), ``num_device_allocs``/``num_device_frees`` (real ``cuMemAlloc``/
+    ``cuMemFree``). ``allocator`` says where the numbers come from: ``"caching"`` (GPU),
+    ``"caching (simulator)"`` (the same pool logic over host memory) or ``"native"`` (cache
+    off, or a CUDA context existed before minigpu; all counters 0). Pending frees are counted
+    first, so a tensor dropped just before the call no longer counts as allocated.
+    """
+    allocator = _allocator()
+    pool = allocator.device_pool()
+    if pool is None:
+        return {**_EMPTY_STATS, "allocator": "native"}
+    return {**pool.stats(), "allocator": "caching (simulator)" if allocator.SIMULATOR
+            else "caching"}
+
+
+def pinned_memory_stats() -> dict:
+    """The same counters for the cache of page-locked host buffers (``pin_memory=True``)."""
+    return _allocator().pinned_pool().stats()
+
+
+def memory_allocated() -> int:
+    """Bytes of device memory held by live tensors (rounded to allocator size classes)."""
+    return memory_stats()["allocated_bytes"]
+
+
+def memory_reserved() -> int:
+    """Bytes of device memory taken from the driver: in use plus cached."""
+    return memory_stats()["reserved_bytes"]
+
+
+def max_memory_allocated() -> int:
+    return memory_stats()["peak_allocated_bytes"]
+
+
+def reset_peak_memory_stats():
+    pool = _allocator().device_pool()
+    if pool is not None:
+        pool.reset_peak_stats()
+
+
+def empty_cache():
+    """Give every cached (unused) device and pinned-host block back to the driver. Memory
+    held by live tensors stays; useful before handing the GPU to another process, never
+    needed for correctness. Waits for queued work first (``cuMemFree`` would anyway)."""
+    allocator = _allocator()
+    synchronize()
+    pool = allocator.device_pool()
+    if pool is not None:
+        pool.empty_cache()
+    allocator.pinned_pool().empty_cache()

@@ -376,7 +376,7 @@ def _attach_methods():
              "reshape_as", "repeat", "masked_fill", "maximum", "minimum", "pow", "neg",
              "add", "sub", "mul", "div", "square", "rsqrt", "reciprocal", "t", "chunk",
              "split", "index_select", "narrow", "zero_", "fill_", "copy_", "mm", "bmm",
-             "leaky_relu", "unbind", "all", "any", "eq", "ne", "gt", "lt", "ge", "le"]
+             "leaky_relu", "unbind", "clone", "all", "any", "eq", "ne", "gt", "lt", "ge", "le"]
     for method in names:
         setattr(Tensor, method, getattr(ops, method))
     Tensor.T = property(lambda self: ops.permute(self, *reversed(range(self.ndim))))

@@ -61,6 +61,7 @@ CASES = {
     "index_select": (lambda a: a.index_select(0, mg.tensor([2, 0, 2])), [(3, 4)]),
     "getitem_tensor": (lambda a: a[mg.tensor([1, 1])], [(3, 2)]),
     "repeat": (lambda a: a.repeat(2, 3), [(2, 2)]),
+    "clone_of_view": (lambda a: a.T.clone() * a.T, [(2, 3)]),
 }
 
 

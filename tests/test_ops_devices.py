@@ -3,7 +3,6 @@
 Inputs are drawn by hypothesis; tolerance 1e-4 relative (float32, different summation orders).
 """
 import numpy as np
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 

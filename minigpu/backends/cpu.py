@@ -1,5 +1,7 @@
 """The NumPy backend: the reference semantics of every primitive in ``contract.py``.
 
+The recurrent-cell and optimizer references live in ``cpu_lstm.py`` and ``cpu_optim.py``.
+
 Each function turns its :class:`View` arguments into NumPy views (``as_strided`` over the
 flat buffer, no copy), does the math with NumPy, and returns a new flat buffer.
 """
@@ -22,7 +24,11 @@ def array(v: View) -> np.ndarray:
 
 
 def _flat(a, dtype=None) -> np.ndarray:
-    return np.ascontiguousarray(a, dtype=dtype).reshape(-1)
+    """A new, writeable, contiguous 1-D buffer (never a view of an input buffer)."""
+    out = np.ascontiguousarray(a, dtype=dtype)
+    if not out.flags.writeable or np.may_share_memory(out, a):
+        out = out.copy()
+    return out.reshape(-1)
 
 
 # --- memory and transfer --------------------------------------------------------------------
@@ -315,5 +321,8 @@ def random_normal(n, seed, offset, dtype):
     u1 = ((random_bits(n, seed, offset, 1) >> np.uint32(8)).astype(np.float64) + 1) * 2.0 ** -24
     u2 = (random_bits(n, seed, offset, 2) >> np.uint32(8)).astype(np.float64) * 2.0 ** -24
     return (np.sqrt(-2 * np.log(u1)) * np.cos(2 * np.pi * u2)).astype(dtype)
+
+
+# The recurrent-cell and optimizer references, re-exported so this module is the whole backend.
 from .cpu_lstm import lstm_cell, lstm_cell_backward  # noqa: E402,F401
 from .cpu_optim import adam_step_, sgd_step_  # noqa: E402,F401

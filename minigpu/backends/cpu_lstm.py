@@ -1,4 +1,4 @@
-"""NumPy reference of the fused LSTM cell (imported into ``cpu.py``).
+"""NumPy reference of the fused LSTM cell (re-exported by ``cpu.py``).
 
 The gate pre-activations ``gates = x @ W_ih^T + b_ih + h @ W_hh^T + b_hh`` come from matmuls;
 these two primitives do only the cell's pointwise math, in PyTorch's gate order (i, f, g, o).
@@ -8,19 +8,9 @@ the CUDA kernels of ``cuda/lstm.py``, so the two backends agree to a few float32
 from __future__ import annotations
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
 
-
-def _array(v):
-    """The NumPy view (no copy) of a strided window onto a flat buffer (as ``cpu.array``)."""
-    item = v.buf.itemsize
-    base = v.buf[v.offset:] if v.buf.size else v.buf
-    return as_strided(base, shape=v.shape, strides=tuple(s * item for s in v.strides),
-                      writeable=False)
-
-
-def _flat(a):
-    return np.ascontiguousarray(a).reshape(-1)
+from .cpu import _flat
+from .cpu import array as _array
 
 
 def _sigmoid(x):

@@ -1,4 +1,4 @@
-"""NumPy reference of the fused optimizer steps (to be merged into ``cpu.py``).
+"""NumPy reference of the fused optimizer steps (re-exported by ``cpu.py``).
 
 Same rules, same order of operations and the same typed scalars as ``cuda/optim.py``: the
 per-step constants are computed in float64 on the host and cast to the buffer dtype, and

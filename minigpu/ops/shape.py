@@ -131,7 +131,7 @@ class Slice(Function):
         return full, None
 
 
-class Contiguous(Function):
+class Clone(Function):
     def forward(self, x):
         return Tensor._dense(x.backend.contiguous(x._view()), x.shape, x.device)
 
@@ -284,7 +284,12 @@ def repeat(x, *sizes):
 
 
 def contiguous(x):
-    return x if x.is_contiguous() else Contiguous.apply(x)
+    return x if x.is_contiguous() else Clone.apply(x)
+
+
+def clone(x):
+    """A copy with its own dense buffer (differentiable)."""
+    return Clone.apply(x)
 
 
 def narrow(x, dim, start, length):

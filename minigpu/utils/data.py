@@ -1,7 +1,23 @@
-"""Datasets and batching (``minigpu.utils.data`` ~ ``torch.utils.data``)."""
+"""Datasets and batching (``minigpu.utils.data`` ~ ``torch.utils.data``).
+
+Feeding a GPU, as in PyTorch::
+
+    loader = DataLoader(dataset, batch_size=64, shuffle=True, pin_memory=True)
+    for x, y in CudaPrefetcher(loader):      # x, y already on cuda
+        loss = loss_fn(model(x), y)
+        ...
+
+``pin_memory=True`` makes the loader assemble every batch in page-locked host memory (from a
+cache of pinned buffers, ``backends/cuda/allocator.py``), which the GPU's copy engine reads
+directly: the host→device copy can then run asynchronously. :class:`CudaPrefetcher` (PyTorch
+has no built-in one; this is the usual "data prefetcher" of training scripts) copies batch k+1
+on its own copy stream while the model computes on batch k, with CUDA events so that compute
+never reads a batch before its copy finished — the pattern of ``backends/cuda/streams.py``.
+"""
 from __future__ import annotations
 
 import numbers
+import warnings
 
 import numpy as np
 
@@ -60,6 +76,9 @@ class DataLoader:
     ``shuffle`` draws a permutation per epoch from ``generator`` (default: minigpu's global
     generator, so ``manual_seed`` makes epochs reproducible). A :class:`TensorDataset` is
     batched with one ``index_select`` per tensor instead of one lookup per sample.
+    ``pin_memory=True`` returns the cpu tensors of each batch in pinned host memory (see
+    :func:`pin_memory`; cuda tensors are left alone); without a cuda device it warns and does
+    nothing, as PyTorch does.
     """
 
     def __init__(self, dataset, batch_size=1, shuffle=False, drop_last=False,
@@ -73,7 +92,11 @@ class DataLoader:
         self.shuffle, self.drop_last = shuffle, drop_last
         self.collate_fn = collate_fn or default_collate
         self.generator = generator or default_generator
-        self.pin_memory = pin_memory
+        self.pin_memory = bool(pin_memory)
+        if self.pin_memory and not _cuda_available():
+            warnings.warn("'pin_memory' argument is set as true but no cuda device is "
+                          "available, so pinned memory won't be used.", stacklevel=2)
+            self.pin_memory = False
 
     def __len__(self):
         n = len(self.dataset)
@@ -91,13 +114,138 @@ class DataLoader:
     def __iter__(self):
         for chunk in self._batches():
             if isinstance(self.dataset, TensorDataset) and self.collate_fn is default_collate:
-                yield tuple(_take_rows(t, chunk) for t in self.dataset.tensors)
+                yield tuple(_take_rows(t, chunk, self.pin_memory) for t in self.dataset.tensors)
             else:
-                yield self.collate_fn([self.dataset[int(i)] for i in chunk])
+                batch = self.collate_fn([self.dataset[int(i)] for i in chunk])
+                yield pin_memory(batch) if self.pin_memory else batch
 
 
-def _take_rows(t: Tensor, rows: np.ndarray) -> Tensor:
-    """t[rows] for a host index array: host-side slicing on cpu, index_select on cuda."""
-    if t.device.type == "cpu":
-        return Tensor._from_array(t.numpy()[rows], "cpu")
-    return t[Tensor._from_array(rows.astype(np.int64), t.device)]
+def _cuda_available():
+    from .. import cuda
+    return cuda.is_available()
+
+
+def _take_rows(t: Tensor, rows: np.ndarray, pinned=False) -> Tensor:
+    """t[rows] for a host index array: a host-side gather on cpu (straight into a pinned
+    buffer when ``pinned``), index_select on cuda."""
+    if t.device.type != "cpu":
+        return t[Tensor._from_array(rows.astype(np.int64), t.device)]
+    from ..backends import cpu
+    source = cpu.array(t._view())  # a NumPy view of the dataset: no copy
+    shape = (len(rows),) + tuple(t.shape[1:])
+    n = int(np.prod(shape, dtype=np.int64))
+    out = _pinned_empty(n, t.dtype) if pinned else np.empty(n, t.dtype)
+    np.take(source, rows, axis=0, out=out.reshape(shape))
+    return Tensor._dense(out, shape, "cpu")
+
+
+def _pinned_empty(n, dtype):
+    from ..backends.cuda import allocator
+    return allocator.pinned_empty(n, dtype)
+
+
+def pin_memory(batch):
+    """The batch with every cpu tensor copied into page-locked host memory (cached blocks from
+    ``allocator.pinned_empty``). Tuples, lists and dicts are walked; cuda tensors and other
+    objects are returned as they are."""
+    if isinstance(batch, Tensor):
+        if batch.device.type != "cpu" or is_pinned(batch):
+            return batch
+        out = _pinned_empty(batch.numel(), batch.dtype)
+        out[...] = batch.detach().numpy().reshape(-1)
+        return Tensor._dense(out, batch.shape, "cpu")
+    if isinstance(batch, dict):
+        return {k: pin_memory(v) for k, v in batch.items()}
+    if isinstance(batch, (tuple, list)):
+        return type(batch)(pin_memory(v) for v in batch)
+    return batch
+
+
+def is_pinned(t: Tensor) -> bool:
+    """True when a cpu tensor's buffer is page-locked memory from :func:`pin_memory`."""
+    if t.device.type != "cpu":
+        return False
+    from ..backends.cuda import allocator
+    return allocator.is_pinned(t._buf)
+
+
+class CudaPrefetcher:
+    """Iterate over ``loader`` with every batch already on the GPU, the copy of the next batch
+    overlapping the compute on this one.
+
+    Each cpu tensor of a batch is copied host→device on a separate *copy stream* (one stream
+    per prefetcher); an event recorded after the copies is waited on by the compute stream
+    (``minigpu.cuda.current_stream()``) before the batch is handed out, so kernels on it never
+    read a half-copied batch, yet the host never blocks. Batch k+1 is queued for copying
+    *before* batch k is returned, so the copy runs while batch k computes. Before queuing a
+    copy, the copy stream waits on an event of the compute stream: the caching allocator may
+    hand it a block that compute-stream kernels were still reading.
+
+    The overlap needs pinned batches (``DataLoader(..., pin_memory=True)``); with pageable
+    ones the copies are correct but synchronous. Tensors already on cuda and non-tensor items
+    pass through unchanged; ``requires_grad`` is dropped (batches are data). Under the
+    simulator streams and events are no-ops and the batches are identical to plain iteration.
+    """
+
+    def __init__(self, loader, device="cuda"):
+        from ..tensor import Device
+        if Device(device).type != "cuda":
+            raise ValueError(f"CudaPrefetcher copies to a cuda device, got {device!r}")
+        self.loader, self.device = loader, Device(device)
+        self.copy_stream = None
+
+    def __len__(self):
+        return len(self.loader)
+
+    def __iter__(self):
+        from ..backends.cuda import device, streams
+        compute = device.current_stream()
+        if self.copy_stream is None:
+            self.copy_stream = streams.new_stream()
+        batches = iter(self.loader)
+        pending = self._preload(batches, compute)
+        retired = None  # (copied event, host batch) of the previous batch
+        try:
+            while pending is not None:
+                on_device, copied, host = pending
+                streams.wait_event(compute, copied)       # batch k has landed (GPU-side wait)
+                if retired is not None:
+                    # Its pinned buffers go back to the cache now, and may be refilled by the
+                    # loader below: the copy out of them must be over (it was queued two
+                    # batches ago, so this wait is practically free).
+                    retired[0].synchronize()
+                retired = (copied, host)
+                pending = self._preload(batches, compute)  # batch k+1 copies during compute k
+                yield on_device
+        finally:  # also when the loop stopped early: let in-flight copies finish before
+            for item in (retired, pending):  # their host and device buffers are recycled
+                if item is not None:
+                    item[-2].synchronize()
+
+    def _preload(self, batches, compute):
+        """Queue the copy of the next batch; (device batch, copied event, host batch)."""
+        from ..backends.cuda import streams
+        try:
+            host = next(batches)
+        except StopIteration:
+            return None
+        streams.wait_event(self.copy_stream, streams.record_event(compute))
+        on_device = self._to_device(host)
+        return on_device, streams.record_event(self.copy_stream), host
+
+    def _to_device(self, batch):
+        from ..backends.cuda import streams
+        if isinstance(batch, Tensor):
+            if batch.device.type != "cpu":
+                return batch
+            host = batch._buf if (is_pinned(batch) and batch.is_contiguous()
+                                  and batch._offset == 0
+                                  and batch._buf.size == batch.numel()) \
+                else np.ascontiguousarray(batch.detach().numpy()).reshape(-1)
+            buf = streams.copy_to_device_async(host, self.copy_stream)
+            return Tensor._dense(buf, batch.shape, self.device)
+        if isinstance(batch, dict):
+            return {k: self._to_device(v) for k, v in batch.items()}
+        if isinstance(batch, (tuple, list)):
+            return type(batch)(self._to_device(v) for v in batch)
+        return batch

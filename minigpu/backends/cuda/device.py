@@ -2,6 +2,8 @@
 
 Every kernel in ``backends/cuda`` is launched as ``kernel[grid, block, current_stream()]``, so
 queued work never blocks the host; only ``to_numpy`` and ``synchronize`` wait for the device.
+Device memory comes from the caching allocator (``allocator.py``): after the first training
+step, ``empty`` is a free-list pop, not a ``cuMemAlloc``.
 """
 from __future__ import annotations
 
@@ -9,6 +11,10 @@ import contextlib
 
 import numpy as np
 from numba import cuda
+
+from . import allocator
+
+allocator.install()  # before the first CUDA context: Numba's EMM plugin must be set first
 
 SIMULATOR = bool(cuda.config.ENABLE_CUDASIM)
 WARP_SIZE = 32
@@ -45,7 +51,8 @@ def synchronize():
 
 
 def empty(n, dtype):
-    return cuda.device_array(int(n), dtype=np.dtype(dtype), stream=current_stream())
+    """n uninitialised elements, served by the caching allocator (``allocator.py``)."""
+    return allocator.device_array(int(n), np.dtype(dtype), stream=current_stream())
 
 
 BLOCK = 256

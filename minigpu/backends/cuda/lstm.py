@@ -46,7 +46,7 @@ import math
 from numba import cuda, float32
 
 from ..contract import View, dense
-from .device import SIMULATOR, current_stream, empty, launch_1d, scalar
+from .device import current_stream, empty, launch_1d, scalar
 
 
 

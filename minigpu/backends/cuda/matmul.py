@@ -207,8 +207,8 @@ def matmul_register_tiled_kernel(dtype, BM, BN, BK, TM, TN):
                 for j in range(TN):
                     acc[i, j] = zero
             for k0 in range(0, K, BK):
-                for l in range(A_LOADS):
-                    e = tid + l * THREADS
+                for load in range(A_LOADS):
+                    e = tid + load * THREADS
                     if a_kfast:
                         mm = e // BK
                         kk = e - mm * BK
@@ -221,8 +221,8 @@ def matmul_register_tiled_kernel(dtype, BM, BN, BK, TM, TN):
                     if gm < M and gk < K:
                         v = a[a_base + gm * a_sm + gk * a_sk]
                     As[kk, mm] = v
-                for l in range(B_LOADS):
-                    e = tid + l * THREADS
+                for load in range(B_LOADS):
+                    e = tid + load * THREADS
                     if b_nfast:
                         kk = e // BN
                         nn = e - kk * BN

@@ -1,0 +1,616 @@
+"""Static kernel report for the H200 (sm_90), no GPU needed: ``python -m minigpu.inspect``.
+
+For every kernel in :func:`registry` (each family's production configuration, float32), it
+
+1. compiles the kernel to PTX for compute capability 9.0 with numba-cuda's NVVM
+   (``cuda.compile_ptx``; no driver needed),
+2. assembles the PTX with ``ptxas -arch=sm_90 -v`` (from the ``nvidia-cuda-nvcc`` wheel) and
+   reads back registers per thread, spill stores/loads, stack frame and static shared memory,
+3. computes the theoretical occupancy for the kernel's launch block size on an H200
+   (:func:`minigpu.backends.cuda.occupancy.theoretical_occupancy`),
+4. counts float64 instructions in the PTX (a float32 kernel should have none: a stray Python
+   float literal promotes a whole expression to float64),
+5. for the GEMM, the FFMA : shared-load ratio of the inner loop: the loop found by its
+   backward branch, in the SASS when ``nvdisasm`` is installed (``nvidia-cuda-nvdisasm``),
+   else ``fma.rn.f32`` : ``ld.shared`` in the PTX (the same count for this kernel: ptxas
+   neither unrolls that loop further nor merges its strided shared loads).
+
+    python -m minigpu.inspect                    # the table
+    python -m minigpu.inspect --kernel matmul    # kernels whose name contains 'matmul'
+    python -m minigpu.inspect --json             # machine-readable
+    python -m minigpu.inspect --check            # exit 1 if a goal below is missed
+
+Goals (``--check``): no spills; no float64 instruction in a float32 kernel (unless the
+registry says why one is expected); GEMM FFMA : LDS >= 4.
+
+Numba decides at import time whether it simulates CUDA, so this report must run with
+``NUMBA_ENABLE_CUDASIM`` unset: when it is set to 1 (the test suite sets it), the command
+re-runs itself in a subprocess without it. Needs ``pip install -e .[inspect]``; without the
+toolchain it says what is missing and exits with status 3.
+
+Caveat: the numbers are for PTX assembled by ptxas. On a GPU, numba-cuda links kernels with
+nvJitLink (link-time optimisation of the NVVM IR), which can allocate a few registers
+differently; the launch-time truth is ``kernel.get_regs_per_thread()``.
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import importlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+CC = (9, 0)
+ARCH = "sm_90"
+GEMM_RATIO_GOAL = 4.0
+TOOLCHAIN_MISSING = 3  # exit status when NVVM or ptxas cannot be found
+
+
+# --- the registry -------------------------------------------------------------------------------
+class KernelSpec(NamedTuple):
+    """One kernel to report: ``args`` are example arguments whose Numba types form the
+    compiled signature (NumPy arrays stand in for device arrays: they type the same)."""
+
+    name: str
+    kernel: Any          # a numba.cuda dispatcher
+    args: tuple
+    block: int           # threads per block of the production launch
+    dtype: str = "float32"
+    gemm: bool = False   # report the inner-loop FFMA : LDS ratio
+    f64_reason: str = ""  # why float64 instructions are expected in this float32 kernel
+
+    @property
+    def family(self):
+        return self.name.split(".", 1)[0]
+
+
+def _cuda_module(name):
+    # importlib, because ``minigpu.backends.cuda`` re-exports functions named like its modules
+    # (``matmul``, ``reduce``, ...).
+    return importlib.import_module(f"minigpu.backends.cuda.{name}")
+
+
+def registry() -> list[KernelSpec]:
+    """Every kernel family's kernels, at their production configuration, float32.
+
+    Imports the kernel modules (so call it without the simulator for real numbers)."""
+    import numpy as np
+
+    dev = _cuda_module("device")
+    E, Mem, T, R = (_cuda_module(m) for m in ("elementwise", "memory", "transpose", "reduce"))
+    MM, S, C, P = (_cuda_module(m) for m in ("matmul", "softmax", "conv", "pool"))
+    I, L, O, RNG = (_cuda_module(m) for m in ("indexing", "lstm", "optim", "random"))
+    FU, OCC = _cuda_module("fused"), _cuda_module("occupancy")
+
+    f32 = np.dtype(np.float32)
+    f = np.zeros(1, f32)                 # float32[::1]
+    f2 = np.zeros((1, 1), f32)           # float32[:, ::1]
+    f4 = np.zeros((1, 1, 1, 1), f32)     # float32[:, :, :, ::1]
+    i64 = np.zeros(1, np.int64)
+    b8 = np.zeros(1, np.bool_)
+    s = np.float32(0)                    # a float32 scalar
+    t2, t3, t4, t6, t8 = ((1,) * k for k in (2, 3, 4, 6, 8))  # int64 tuples
+    block = dev.BLOCK
+    specs = []
+
+    def add(name, kernel, args, blk=block, **kw):
+        specs.append(KernelSpec(name, kernel, tuple(args), int(blk), **kw))
+
+    # elementwise: the dense and strided bodies for a few ops, where, and the divergence pair
+    for op in ("relu", "exp", "tanh", "sigmoid"):
+        add(f"elementwise.unary_dense[{op}]", E.map_kernel("unary", op, "dense"),
+            (f, 0, f, s, s))
+    add("elementwise.unary_strided[relu]", E.map_kernel("unary", "relu", "strided"),
+        (f, t2, t2, 0, f, s, s))
+    for op in ("add", "relu_grad"):
+        add(f"elementwise.binary_dense[{op}]", E.map_kernel("binary", op, "dense"),
+            (f, 0, f, 0, f, s, s))
+    add("elementwise.binary_strided[add]", E.map_kernel("binary", "add", "strided"),
+        (f, t2, t2, 0, f, t2, 0, f, s, s))
+    add("elementwise.where_dense", E.where_dense, (b8, 0, f, 0, f, 0, f))
+    add("elementwise.leaky_relu_branch_dense", E.leaky_relu_branch_dense, (f, 0, f, s, s))
+    add("elementwise.leaky_relu_select_dense", E.leaky_relu_select_dense, (f, 0, f, s, s))
+
+    # memory
+    add("memory.fill", Mem.fill_kernel, (f, s))
+    add("memory.gather_strided", Mem.gather_strided_kernel, (f, t2, t2, 0, f))
+    add("memory.scatter_strided", Mem.scatter_strided_kernel, (f, t2, t2, 0, f))
+
+    # transpose: coalescing and bank-conflict lessons
+    tile, rows = T.PRODUCTION_TILE, T.PRODUCTION_BLOCK_ROWS
+    targs = (f, 0, 1, 0, 1, 1, 1, f)
+    add("transpose.naive", T.transpose_naive, targs)
+    add(f"transpose.tiled_naive[{tile}x{rows}]", T.transpose_tiled_naive(tile, rows, f32),
+        targs, tile * rows)
+    add(f"transpose.tiled_padded[{tile}x{rows}]", T.transpose_tiled_padded(tile, rows, f32),
+        targs, tile * rows)
+
+    # reduce: production kernels and the sum ladder
+    rb = R.PRODUCTION_BLOCK
+    add(f"reduce.row[sum,{rb}]", R.row_reduce_kernel("sum", f32, rb, True), (f, 1, s, f), rb)
+    add(f"reduce.row[max,{rb}]", R.row_reduce_kernel("max", f32, rb, True), (f, 1, s, f), rb)
+    split = R.COLUMN_SPLIT
+    add(f"reduce.column[sum,{rb // split}x{split}]",
+        R.column_reduce_kernel("sum", f32, rb // split, split), (f, 1, 1, 1, s, f), rb)
+    add(f"reduce.column[sum,{rb}x1]", R.column_reduce_kernel("sum", f32, rb, 1),
+        (f, 1, 1, 1, s, f), rb)
+    add(f"reduce.row_arg[max,{rb}]", R.row_argreduce_kernel("max", f32, rb, True),
+        (f, 1, s, f, i64), rb)
+    add("reduce.column_arg[max]", R.column_argreduce_kernel("max", f32), (f, 1, 1, 1, f, i64),
+        rb)
+    for rung, factory in (("interleaved", R.sum_interleaved_kernel),
+                          ("sequential", R.sum_sequential_kernel),
+                          ("first_add", R.sum_first_add_kernel),
+                          ("shuffle_tail", R.sum_shuffle_tail_kernel),
+                          ("warp_shuffle", R.sum_warp_shuffle_kernel)):
+        add(f"reduce.ladder.{rung}[{rb}]", factory(f32, rb), (f, 1, s, f), rb)
+
+    # matmul ladder
+    margs = (f, 0, 0, 0, 0, f, 0, 0, 0, 0, f, 1, 1, 1, 1)
+    add("matmul.naive[16x16]", MM.matmul_naive_kernel(f32), margs, 256)
+    add("matmul.coalesced[16x16]", MM.matmul_coalesced_kernel(f32), margs, 256)
+    add("matmul.tiled[16]", MM.matmul_tiled_kernel(f32, 16), margs, 256)
+    cfg = MM.PRODUCTION
+    threads = (cfg["BM"] // cfg["TM"]) * (cfg["BN"] // cfg["TN"])
+    label = f"{cfg['BM']}x{cfg['BN']}x{cfg['BK']},{cfg['TM']}x{cfg['TN']}"
+    add(f"matmul.register_tiled[{label}]", MM.matmul_register_tiled_kernel(f32, **cfg),
+        (f, 0, 0, 0, 0, True, f, 0, 0, 0, 0, True, f, 1, 1, 1, 1), threads, gemm=True)
+
+    # softmax
+    warp_rows = 4  # softmax.WARP_ROWS on a GPU
+    for log in (False, True):
+        tag = "log_softmax" if log else "softmax"
+        add(f"softmax.{tag}_block[{rb}]", S.softmax_block_kernel(f32, rb, True, log),
+            (f, 1, s, s, f), rb)
+        add(f"softmax.{tag}_warp", S.softmax_warp_kernel(f32, log), (f, 1, 1, s, s, f),
+            32 * warp_rows)
+    add(f"softmax.backward_block[{rb}]", S.softmax_backward_block_kernel(f32, rb, True, False),
+        (f, f, 1, s, f), rb)
+    add("softmax.backward_warp", S.softmax_backward_warp_kernel(f32, False),
+        (f, f, 1, 1, s, f), 32 * warp_rows)
+
+    # conv: im2col/col2im and the constant-memory lesson
+    add("conv.im2col", C.im2col_kernel, (f, t4, 0, t6, t8, f))
+    add("conv.col2im", C.col2im_kernel, (f, t3, 0, t6, t8, f))
+    add("conv.direct_global", C.conv2d_global_kernel, (f, t4, 0, t6, t2, f4, f, f))
+    weight = np.full((8, 3, 3, 3), 0.5, f32)
+    add("conv.direct_constmem[8x3x3x3]", C._constmem_kernel(weight, np.zeros(8, f32)),
+        (f, t4, 0, t6, t2, f))
+
+    # pool
+    add("pool.maxpool2d", P.maxpool2d_kernel, (f, t4, 0, t6, t6, f, i64))
+    add("pool.maxpool2d_backward", P.maxpool2d_backward_kernel, (f, t4, 0, i64, t4, 0, t6, f))
+    add("pool.avgpool2d", P.avgpool2d_kernel, (f, t4, 0, t6, t6, True, f))
+    add("pool.avgpool2d_backward", P.avgpool2d_backward_kernel, (f, t4, 0, t6, t6, True, f))
+
+    # indexing
+    add("indexing.gather", I.gather_kernel, (f, t2, 0, i64, 1, 0, f))
+    add("indexing.scatter", I.scatter_kernel, (i64, 1, 0, f, 1, 0, f2))
+    add("indexing.index_select", I.index_select_kernel, (f, t2, 0, i64, 1, 0, f2))
+    add("indexing.index_add", I.index_add_kernel, (i64, 1, 0, 1, f, t2, 0, f2))
+
+    # lstm: the fused cell
+    add("lstm.cell", L.lstm_cell_kernel, (f, 1, 1, 0, f, 1, 1, 0, f, f, f, 1, s))
+    add("lstm.cell_backward", L.lstm_cell_backward_kernel,
+        (f, 1, 1, 0, f, 1, 1, 0, f, 1, 1, 0, f, 1, 1, 0, f, 1, 1, 0, f, f, 1, s))
+
+    # optim: fused steps and the unfused Adam's pieces
+    add("optim.sgd", O.sgd_kernel, (f, f, s, s, True))
+    add("optim.sgd_momentum", O.sgd_momentum_kernel, (f, f, f, s, s, s, s, True, True, True))
+    add("optim.adam", O.adam_kernel, (f, f, f, f, s, s, s, s, s, s, s, s, True))
+    add("optim.unfused.axpby", O.axpby_kernel, (f, s, f, s, f))
+    add("optim.unfused.axpbyy", O.axpbyy_kernel, (f, s, f, s, f))
+    add("optim.unfused.sqrt_affine", O.sqrt_affine_kernel, (f, f, s, s))
+    add("optim.unfused.sub_scaled_ratio", O.sub_scaled_ratio_kernel, (f, s, f, f))
+
+    # random
+    u32 = np.uint32(0)
+    add("random.uniform", RNG._uniform_kernel(f32), (f, u32, u32))
+    add("random.normal", RNG._normal_kernel(f32), (f, u32, u32, u32),
+        f64_reason="libdevice cosf: Payne-Hanek reduction for |x| > 105615, never taken "
+                   "(argument < 2 pi); see random.py")
+
+    # fusion lesson and the occupancy sweep kernel
+    for act in FU.ACTIVATIONS:
+        add(f"fused.bias_act[{act}]", FU.bias_act_kernel(act), (f, 1, 1, 0, f, 1, 0, 1, f, s))
+    add("occupancy.saxpy", OCC.saxpy_kernel, (s, f, f, f))
+    return specs
+
+
+# --- the toolchain --------------------------------------------------------------------------------
+def _find_binary(name):
+    """Path of a CUDA binary utility: the nvidia-* wheels (via cuda.pathfinder, then a search
+    of site-packages), then PATH and CUDA_HOME."""
+    try:
+        from cuda import pathfinder
+
+        path = pathfinder.find_nvidia_binary_utility(name)
+        if path:
+            return path
+    except Exception:
+        pass
+    import site
+
+    roots = [Path(p) for p in site.getsitepackages() + [site.getusersitepackages()]]
+    roots += [Path(p) for p in sys.path if p.endswith("site-packages")]
+    for root in roots:
+        nvidia = root / "nvidia"
+        if nvidia.is_dir():
+            for candidate in sorted(nvidia.glob(f"*/bin/{name}")) + sorted(
+                    nvidia.glob(f"*/*/bin/{name}")):
+                if os.access(candidate, os.X_OK):
+                    return str(candidate)
+    found = shutil.which(name)
+    if found:
+        return found
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    if home and os.access(Path(home) / "bin" / name, os.X_OK):
+        return str(Path(home) / "bin" / name)
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def toolchain() -> dict:
+    """{'ptxas', 'nvdisasm' (or None), 'ptxas_version', 'missing': [what is missing]}."""
+    missing = []
+    try:
+        from numba.cuda.cudadrv import nvvm
+
+        if not nvvm.is_available():
+            missing.append("NVVM (libnvvm: pip install 'numba-cuda[cu13]')")
+    except Exception as exc:  # numba-cuda itself missing or broken
+        missing.append(f"numba-cuda with NVVM ({exc})")
+    ptxas = _find_binary("ptxas")
+    if ptxas is None:
+        missing.append("ptxas (pip install nvidia-cuda-nvcc)")
+    version = ""
+    if ptxas:
+        out = subprocess.run([ptxas, "--version"], capture_output=True, text=True).stdout
+        version = out.strip().splitlines()[-2] if out.strip() else ""
+    return dict(ptxas=ptxas, nvdisasm=_find_binary("nvdisasm"), ptxas_version=version,
+                missing=missing)
+
+
+class _FakeDevice:
+    """What ``numba.cuda.dispatcher.get_current_device`` returns while compiling: compiling a
+    kernel that calls a device function asks the *current device* for its compute capability,
+    which needs a driver; this answers 9.0 without one."""
+
+    compute_capability = CC
+
+
+def _compile_ptx(spec: KernelSpec) -> str:
+    import numba
+    from numba import cuda
+
+    sig = tuple(numba.typeof(a) for a in spec.args)
+    opts = spec.kernel.targetoptions
+    ptx, _ = cuda.compile_ptx(spec.kernel.py_func, sig, cc=CC, fastmath=opts.get("fastmath",
+                              False), launch_bounds=opts.get("launch_bounds"))
+    return ptx
+
+
+# --- reading PTX, ptxas and SASS ------------------------------------------------------------------
+_USED = re.compile(r"Used (\d+) registers")
+_SMEM = re.compile(r"(\d+) bytes smem")
+_STACK = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+
+
+def parse_ptxas(log: str) -> dict:
+    """registers of the entry function, the largest stack frame, total spill bytes, smem."""
+    regs = smem = 0
+    stack = spill_stores = spill_loads = 0
+    for line in log.splitlines():
+        m = _STACK.search(line)
+        if m:
+            stack = max(stack, int(m.group(1)))
+            spill_stores += int(m.group(2))
+            spill_loads += int(m.group(3))
+        m = _USED.search(line)
+        if m:
+            regs = max(regs, int(m.group(1)))
+            sm = _SMEM.search(line)
+            smem = max(smem, int(sm.group(1)) if sm else 0)
+    return dict(registers=regs, smem=smem, stack=stack, spill_stores=spill_stores,
+                spill_loads=spill_loads)
+
+
+def _instructions(ptx: str):
+    """Opcodes of the PTX instructions (no directives, labels, comments or braces)."""
+    for line in ptx.splitlines():
+        text = line.split("//", 1)[0].strip()
+        if not text or text[0] in ".${}":
+            continue
+        if text.startswith("@"):  # predicate guard
+            text = text.split(None, 1)[1] if " " in text else ""
+        if text:
+            yield text.split(None, 1)[0]
+
+
+def count_f64(ptx: str) -> int:
+    """Number of PTX instructions that operate on or convert to/from float64."""
+    return sum(1 for op in _instructions(ptx) if ".f64" in op)
+
+
+_DIALECTS = {
+    # label definition, backward-branch target, FMA, shared load
+    "ptx": (re.compile(r"^\s*(\$L__\w+):"), re.compile(r"\bbra(?:\.uni)?\s+(\$L__\w+)\s*;"),
+            re.compile(r"\bfma\.rn\.f32\b"), re.compile(r"\bld\.shared\.")),
+    "sass": (re.compile(r"^\s*(\.L_x_\d+):"), re.compile(r"\bBRA\b[^;]*?(\.L_x_\d+)"),
+             re.compile(r"\bFFMA\b"), re.compile(r"\bLDS\b")),
+}
+
+
+def inner_loop_ratio(text: str, dialect: str) -> dict | None:
+    """FMA and shared-load counts of the innermost loop that contains both (the smallest
+    range from a label to a later branch back to it). None when there is no such loop."""
+    label_re, branch_re, fma_re, lds_re = _DIALECTS[dialect]
+    lines = text.splitlines()
+    labels, best = {}, None
+    for i, line in enumerate(lines):
+        m = label_re.match(line)
+        if m:
+            labels[m.group(1)] = i
+        b = branch_re.search(line)
+        if b and b.group(1) in labels:
+            start = labels[b.group(1)]
+            body = lines[start:i + 1]
+            fmas = sum(1 for x in body if fma_re.search(x))
+            loads = sum(1 for x in body if lds_re.search(x))
+            if fmas and loads and (best is None or i - start < best["lines"]):
+                best = dict(fma=fmas, lds=loads, ratio=fmas / loads, lines=i - start)
+    return best
+
+
+# --- one kernel -------------------------------------------------------------------------------------
+@dataclass
+class KernelReport:
+    name: str
+    block: int
+    dtype: str
+    registers: int = 0
+    spill_stores: int = 0
+    spill_loads: int = 0
+    stack: int = 0
+    smem: int = 0
+    blocks_per_sm: int = 0
+    warps_per_sm: int = 0
+    occupancy: float = 0.0
+    limited_by: str = ""
+    f64: int = 0
+    f64_reason: str = ""
+    ffma_lds: float | None = None
+    ffma_lds_source: str = ""
+    ffma: int | None = None
+    lds: int | None = None
+    error: str = ""
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def spills(self):
+        return self.spill_stores + self.spill_loads
+
+
+def _assemble(spec: KernelSpec, ptx: str, workdir: Path, tools: dict) -> KernelReport:
+    from .backends.cuda.occupancy import theoretical_occupancy
+
+    rep = KernelReport(spec.name, spec.block, spec.dtype, f64_reason=spec.f64_reason)
+    stem = workdir / re.sub(r"[^\w.-]+", "_", spec.name)
+    ptx_path, cubin = stem.with_suffix(".ptx"), stem.with_suffix(".cubin")
+    ptx_path.write_text(ptx)
+    proc = subprocess.run([tools["ptxas"], f"-arch={ARCH}", "-v", str(ptx_path), "-o",
+                           str(cubin)], capture_output=True, text=True)
+    if proc.returncode:
+        rep.error = f"ptxas failed: {proc.stderr.strip()[-500:]}"
+        return rep
+    for key, value in parse_ptxas(proc.stderr + proc.stdout).items():
+        setattr(rep, key, value)
+    occ = theoretical_occupancy(rep.registers, rep.smem, spec.block)
+    rep.blocks_per_sm, rep.warps_per_sm = occ.blocks_per_sm, occ.active_warps
+    rep.occupancy, rep.limited_by = occ.occupancy, occ.limited_by
+    rep.f64 = count_f64(ptx)
+    if spec.gemm:
+        found = None
+        if tools.get("nvdisasm"):
+            sass = subprocess.run([tools["nvdisasm"], "-c", str(cubin)], capture_output=True,
+                                  text=True).stdout
+            found = inner_loop_ratio(sass, "sass")
+            source = "SASS FFMA:LDS (nvdisasm), inner loop"
+        if found is None:
+            found = inner_loop_ratio(ptx, "ptx")
+            source = "PTX fma.rn.f32:ld.shared, inner loop"
+        if found:
+            rep.ffma_lds, rep.ffma, rep.lds = found["ratio"], found["fma"], found["lds"]
+            rep.ffma_lds_source = source
+    return rep
+
+
+def _in_process_run(patterns=None, log=None) -> tuple[list[KernelReport], dict]:
+    tools = toolchain()
+    if tools["missing"]:
+        raise ToolchainMissing(tools["missing"])
+    from numba.cuda import dispatcher
+
+    specs = [s for s in registry() if not patterns or any(p in s.name for p in patterns)]
+    real = dispatcher.get_current_device
+    dispatcher.get_current_device = _FakeDevice
+    reports: list[KernelReport | None] = [None] * len(specs)
+    t0 = time.perf_counter()
+    try:
+        with tempfile.TemporaryDirectory(prefix="minigpu-inspect-") as tmp, \
+                ThreadPoolExecutor(max_workers=2) as pool:
+            futures = []
+            for k, spec in enumerate(specs):  # compile here (GIL-bound), assemble in threads
+                if log:
+                    log(f"compiling {spec.name} ...")
+                try:
+                    ptx = _compile_ptx(spec)
+                except Exception as exc:
+                    reports[k] = KernelReport(spec.name, spec.block, spec.dtype,
+                                              error=f"compile failed: {exc}"[:500])
+                    continue
+                futures.append((k, pool.submit(_assemble, spec, ptx, Path(tmp), tools)))
+            for k, fut in futures:
+                reports[k] = fut.result()
+    finally:
+        dispatcher.get_current_device = real
+    meta = dict(arch=ARCH, ptxas=tools["ptxas"], ptxas_version=tools["ptxas_version"],
+                nvdisasm=tools["nvdisasm"], seconds=round(time.perf_counter() - t0, 1),
+                gemm_goal=GEMM_RATIO_GOAL)
+    return reports, meta
+
+
+class ToolchainMissing(RuntimeError):
+    def __init__(self, missing):
+        self.missing = list(missing)
+        super().__init__("minigpu.inspect needs the CUDA compiler toolchain, missing: "
+                         + "; ".join(missing) + ". Install it with: pip install -e '.[inspect]'")
+
+
+def _simulated() -> bool:
+    return os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
+
+
+def run(patterns=None) -> tuple[list[KernelReport], dict]:
+    """(reports, meta) for the kernels whose names contain one of ``patterns`` (all when
+    None). In a process running the CUDA simulator, runs ``python -m minigpu.inspect --json``
+    in a subprocess instead (Numba cannot compile for a GPU once it simulates one)."""
+    if not _simulated():
+        return _in_process_run(patterns)
+    cmd = [sys.executable, "-m", "minigpu.inspect", "--json"]
+    for p in patterns or ():
+        cmd += ["--kernel", p]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=_env_without_simulator())
+    if proc.returncode == TOOLCHAIN_MISSING:
+        raise ToolchainMissing([proc.stderr.strip()])
+    if proc.returncode not in (0, 1):
+        raise RuntimeError(f"minigpu.inspect failed:\n{proc.stderr[-2000:]}")
+    data = json.loads(proc.stdout)
+    return [KernelReport(**{k: v for k, v in r.items() if k != "spills"})
+            for r in data["kernels"]], data["meta"]
+
+
+def _env_without_simulator():
+    env = dict(os.environ)
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    return env
+
+
+# --- checks and output -------------------------------------------------------------------------
+def check(reports: list[KernelReport]) -> list[str]:
+    """The goals, as a list of failures (empty: all met)."""
+    failures = []
+    for r in reports:
+        if r.error:
+            failures.append(f"{r.name}: {r.error}")
+            continue
+        if r.spills:
+            failures.append(f"{r.name}: spills {r.spill_stores} B stored, {r.spill_loads} B "
+                            f"loaded")
+        if r.dtype == "float32" and r.f64 and not r.f64_reason:
+            failures.append(f"{r.name}: {r.f64} float64 instructions in a float32 kernel")
+        if r.ffma_lds is not None and r.ffma_lds < GEMM_RATIO_GOAL:
+            failures.append(f"{r.name}: FFMA:LDS {r.ffma_lds:.2f} < {GEMM_RATIO_GOAL:g}")
+    return failures
+
+
+def format_table(reports: list[KernelReport], meta: dict) -> str:
+    head = ("kernel", "block", "regs", "spill B", "stack B", "smem B", "blocks/SM",
+            "warps/SM", "occupancy", "limited by", "f64", "FFMA:LDS")
+    rows = []
+    for r in reports:
+        if r.error:
+            rows.append((r.name, str(r.block), "ERROR", r.error[:60], "", "", "", "", "", "",
+                         "", ""))
+            continue
+        f64 = str(r.f64) + (" (expected*)" if r.f64 and r.f64_reason else "")
+        ratio = f"{r.ffma_lds:.2f} ({r.ffma}:{r.lds})" if r.ffma_lds is not None else ""
+        rows.append((r.name, str(r.block), str(r.registers), str(r.spills), str(r.stack),
+                     str(r.smem), str(r.blocks_per_sm), f"{r.warps_per_sm}/64",
+                     f"{100 * r.occupancy:.1f}%", r.limited_by, f64, ratio))
+    widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
+              for i, h in enumerate(head)]
+    line = "  ".join(h.ljust(w) for h, w in zip(head, widths))
+    out = [f"minigpu static kernel report: {ARCH} (H200 occupancy), float32, "
+           f"{meta.get('ptxas_version', '')}", "", line, "-" * len(line)]
+    out += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in rows]
+    notes = [r for r in reports if r.f64 and r.f64_reason]
+    for r in notes:
+        out.append(f"* {r.name}: {r.f64_reason}")
+    gemm = [r for r in reports if r.ffma_lds is not None]
+    for r in gemm:
+        out.append(f"FFMA:LDS of {r.name}: {r.ffma_lds_source}")
+    saxpy = next((r for r in reports if r.name == "occupancy.saxpy" and not r.error), None)
+    if saxpy:
+        from .backends.cuda.occupancy import sweep_table
+
+        out.append("")
+        out.append(f"occupancy sweep lesson (occupancy.saxpy, {saxpy.registers} registers, "
+                   f"no shared memory):")
+        for row in sweep_table(saxpy.registers, saxpy.smem):
+            out.append(f"  block {row['block']:4d}: {row['blocks_per_sm']:2d} blocks/SM, "
+                       f"{row['warps_per_sm']:2d}/64 warps = {100 * row['occupancy']:5.1f}% "
+                       f"(limited by {row['limited_by']})")
+    failures = check(reports)
+    out.append("")
+    out.append(f"{len(reports)} kernels in {meta.get('seconds', '?')} s; goals (no spills, no "
+               f"float64 in float32 kernels, GEMM FFMA:LDS >= {GEMM_RATIO_GOAL:g}): "
+               + ("all met" if not failures else f"{len(failures)} missed"))
+    out += [f"  MISSED {f}" for f in failures]
+    return "\n".join(out)
+
+
+def to_json(reports: list[KernelReport], meta: dict) -> str:
+    kernels = []
+    for r in reports:
+        d = asdict(r)
+        d["spills"] = r.spills
+        kernels.append(d)
+    return json.dumps(dict(meta=meta, kernels=kernels, failures=check(reports)), indent=1)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m minigpu.inspect",
+        description="Compile every minigpu kernel for sm_90 and report registers, spills, "
+                    "shared memory, H200 occupancy, float64 use and the GEMM FFMA:LDS ratio.")
+    parser.add_argument("--kernel", action="append", metavar="NAME",
+                        help="only kernels whose name contains NAME (repeatable)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    parser.add_argument("--check", action="store_true",
+                        help="exit with status 1 when a goal is missed")
+    parser.add_argument("--list", action="store_true", help="list the kernel names and exit")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log each compilation")
+    args = parser.parse_args(argv)
+    if _simulated():  # Numba fixed its mind at import: start again without the simulator
+        cmd = [sys.executable, "-m", "minigpu.inspect", *(sys.argv[1:] if argv is None
+                                                          else argv)]
+        return subprocess.run(cmd, env=_env_without_simulator()).returncode
+    if args.list:
+        print("\n".join(s.name for s in registry()))
+        return 0
+    log = (lambda msg: print(msg, file=sys.stderr)) if args.verbose else None
+    try:
+        reports, meta = _in_process_run(args.kernel, log)
+    except ToolchainMissing as exc:
+        print(exc, file=sys.stderr)
+        return TOOLCHAIN_MISSING
+    if not reports:
+        print(f"no kernel matches {args.kernel}; see --list", file=sys.stderr)
+        return 2
+    print(to_json(reports, meta) if args.json else format_table(reports, meta))
+    return 1 if args.check and check(reports) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
