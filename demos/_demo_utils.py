@@ -117,6 +117,7 @@ def progress(iterable, **kwargs):
     except ImportError:
         return iterable
     kwargs.setdefault("leave", False)
+    kwargs.setdefault("disable", None)  # None: no bar when stderr is not a terminal (logs, CI)
     kwargs.setdefault("dynamic_ncols", True)
     kwargs.setdefault("file", sys.stderr)
     return tqdm(iterable, **kwargs)

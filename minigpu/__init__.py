@@ -7,7 +7,7 @@
 ``device="cuda"`` runs Numba CUDA kernels (on Numba's simulator when NUMBA_ENABLE_CUDASIM=1);
 ``device="cpu"`` runs the NumPy reference backend.
 """
-from . import cuda, datasets, nn, optim, utils
+from . import cuda, datasets, nn, optim, profiler, utils
 from .autograd import Function, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .creation import (arange, as_tensor, empty, empty_like, eye, from_numpy, full, full_like,
                        linspace, ones, ones_like, rand, rand_like, randint, randn, randn_like,

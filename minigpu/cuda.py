@@ -59,14 +59,18 @@ def memory_stats() -> dict:
 
     Bytes: ``allocated_bytes`` (blocks in use, rounded to their size class),
     ``requested_bytes`` (what was asked for), ``cached_bytes`` (freed blocks kept for reuse),
-    ``reserved_bytes`` (allocated + cached: what the device has given us) and their peaks.
+    ``reserved_bytes`` (allocated + cached: what the device has given us) and their peaks
+    (``peak_allocated_bytes``, ``peak_reserved_bytes``).
     Calls: ``num_allocs``/``num_frees`` (requests and returns), ``num_cache_hits`` (requests
     served from the cache), ``num_device_allocs``/``num_device_frees`` (real ``cuMemAlloc``/
     ``cuMemFree``). ``allocator`` says where the numbers come from: ``"caching"`` (GPU),
     ``"caching (simulator)"`` (the same pool logic over host memory) or ``"native"`` (cache
-    off, or a CUDA context existed before minigpu; all counters 0). Pending frees are counted
+    off, or a CUDA context existed before minigpu; all counters 0) or ``"unavailable"`` (no
+    cuda device). Pending frees are counted
     first, so a tensor dropped just before the call no longer counts as allocated.
     """
+    if not is_available():
+        return {**_EMPTY_STATS, "allocator": "unavailable"}
     allocator = _allocator()
     pool = allocator.device_pool()
     if pool is None:
@@ -77,6 +81,8 @@ def memory_stats() -> dict:
 
 def pinned_memory_stats() -> dict:
     """The same counters for the cache of page-locked host buffers (``pin_memory=True``)."""
+    if not is_available():
+        return dict(_EMPTY_STATS)
     return _allocator().pinned_pool().stats()
 
 
@@ -104,6 +110,8 @@ def empty_cache():
     """Give every cached (unused) device and pinned-host block back to the driver. Memory
     held by live tensors stays; useful before handing the GPU to another process, never
     needed for correctness. Waits for queued work first (``cuMemFree`` would anyway)."""
+    if not is_available():
+        return
     allocator = _allocator()
     synchronize()
     pool = allocator.device_pool()

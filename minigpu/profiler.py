@@ -222,6 +222,7 @@ class profile:
         def walk(records):
             for r in records:
                 if r.clock == "cuda events":
+                    r.end.synchronize()  # its stream may not be the current one
                     r.ms = r.start.elapsed_time(r.end)
                 else:
                     r.ms = (r.end - r.start) * 1e3
@@ -262,8 +263,8 @@ class profile:
         width = max([len(r.name) for r in rows] + [4])
         lines = [f"minigpu profile: {self.wall_ms:.3f} ms wall, sorted by {sort_by}; clock: "
                  + ", ".join(clocks),
-                 f"{'Name':<{width}}  {'Kind':<9}  {'Calls':>6}  {'Total ms':>10}  "
-                 f"{'Self ms':>10}  {'Mean ms':>10}  {'Share':>6}  Clock"]
+                 (f"{'Name':<{width}}  {'Kind':<9}  {'Calls':>6}  {'Total ms':>10}  "
+                  f"{'Self ms':>10}  {'Mean ms':>10}  {'Share':>6}  Clock")]
         lines.append("-" * len(lines[-1]))
         for r in rows:
             lines.append(f"{r.name:<{width}}  {r.kind:<9}  {r.calls:>6}  {r.total_ms:>10.3f}  "

@@ -176,10 +176,11 @@ class CudaPrefetcher:
     Each cpu tensor of a batch is copied host→device on a separate *copy stream* (one stream
     per prefetcher); an event recorded after the copies is waited on by the compute stream
     (``minigpu.cuda.current_stream()``) before the batch is handed out, so kernels on it never
-    read a half-copied batch, yet the host never blocks. Batch k+1 is queued for copying
-    *before* batch k is returned, so the copy runs while batch k computes. Before queuing a
-    copy, the copy stream waits on an event of the compute stream: the caching allocator may
-    hand it a block that compute-stream kernels were still reading.
+    read a half-copied batch, yet the host does not wait for the copy (it only waits, before
+    a pinned buffer is recycled, for a copy queued two batches earlier). Batch k+1 is queued
+    for copying *before* batch k is returned, so the copy runs while batch k computes. Before
+    queuing a copy, the copy stream waits on an event of the compute stream: the caching
+    allocator may hand it a block that compute-stream kernels were still reading.
 
     The overlap needs pinned batches (``DataLoader(..., pin_memory=True)``); with pageable
     ones the copies are correct but synchronous. Tensors already on cuda and non-tensor items

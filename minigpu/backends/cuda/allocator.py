@@ -36,8 +36,8 @@ Where it plugs in
 -----------------
 - **Real GPU.** :class:`CachingMemoryManager` is a Numba *External Memory Management* (EMM)
   plugin: ``cuda.set_memory_manager`` (called by :func:`install` when ``device.py`` is first
-  imported, before any CUDA context exists) makes every Numba device allocation —
-  ``cuda.device_array``, ``cuda.to_device``, ``copy_to_host`` staging, everything — go through
+  imported, before any CUDA context exists) makes every device allocation Numba makes —
+  ``cuda.device_array``, ``cuda.to_device``, ``device_array_like``, ... — go through
   :meth:`CachingMemoryManager.memalloc`. Set ``MINIGPU_CUDA_ALLOCATOR=native`` (before
   importing minigpu) to get Numba's allocate-and-free-per-array manager for comparison.
 - **Simulator.** There is no device memory, but :func:`device_array` routes ``device.empty``
@@ -50,9 +50,9 @@ Where it plugs in
 :class:`CachingPool` is plain Python with the raw allocate/free functions passed in, so
 ``tests/test_allocator.py`` tests its size classes, free lists and counters directly.
 
-``python -m minigpu.backends.cuda.allocator [steps]`` trains a tiny MLP for 1 000 steps (the
-default) and prints the stats: reserved memory is flat after the first step, and the driver
-is called only during the first step.
+:func:`flat_memory_demo` trains a tiny MLP for 1 000 steps on cuda and prints the stats:
+reserved memory stops growing after the second step, and the driver is only called during the
+first two (seconds on a GPU, minutes on the simulator).
 """
 from __future__ import annotations
 
@@ -111,7 +111,7 @@ class CachingPool:
         self._returned = collections.deque()          # (block, size) from finalisers
         self._lock = threading.Lock()
         self.trace = None
-        """Set to a list to record ``("alloc", nbytes, key)`` / ``("free", key)`` events
+        """Set to a list to record ``("alloc" | "free", requested nbytes, key)`` events
         (``key = id(block)``): the allocation pattern of a step, for replaying in tests."""
         self._reset_counters()
 
@@ -150,7 +150,7 @@ class CachingPool:
     def release(self, block, size: int):
         """Give a block back (safe from any thread or finaliser: it only enqueues)."""
         if self.trace is not None:
-            self.trace.append(("free", id(block)))
+            self.trace.append(("free", int(self._requested.get(id(block), 0)), id(block)))
         self._returned.append((block, size))
 
     # --- cache control -------------------------------------------------------------------
@@ -377,7 +377,8 @@ def _make_emm_plugin():
                 allocations.pop(key, None)
                 release(ptr, rounded)
 
-            mem = drv.AutoFreePointer(self.context, ptr, size, finalizer=finalizer)
+            mem = drv.AutoFreePointer(weakref.proxy(self.context), ptr, size,
+                                      finalizer=finalizer)
             self.allocations[key] = mem
             return mem.own()
 
@@ -399,7 +400,7 @@ def _make_emm_plugin():
 _emm_class = None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def install() -> bool:
     """Make the caching plugin Numba's memory manager (real GPU only; idempotent).
 
@@ -429,7 +430,9 @@ def device_pool():
     return manager.pool if isinstance(manager, _emm_class) else None
 
 
-def _demo(steps=1000):
+def flat_memory_demo(steps=1000):
+    """Train a tiny MLP with SGD for ``steps`` steps on cuda; print reserved bytes over the
+    steps and the final allocator counters. Returns the reserved bytes after every step."""
     import time
 
     import minigpu as mg
@@ -453,9 +456,4 @@ def _demo(steps=1000):
           f"max over steps 3..{steps}: {max(reserved[2:], default=reserved[-1])}")
     for key, value in mg.cuda.memory_stats().items():
         print(f"  {key:22s} {value}")
-
-
-if __name__ == "__main__":
-    import sys
-
-    _demo(int(sys.argv[1]) if len(sys.argv) > 1 else 1000)
+    return reserved

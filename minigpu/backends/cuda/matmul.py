@@ -40,9 +40,15 @@ from .device import SIMULATOR, current_stream, empty
 
 MAX_GRID_Z = 65535  # gridDim.z limit; larger batches loop inside the kernel
 
-# 64x64 C tile per block, 8-deep K slices, 4x4 per thread: 256 threads, 2 loads of A and 2 of
-# B per thread per slice, shared tiles 2 * 8 * (64 + 4) floats = 4.3 KiB (fp32).
-PRODUCTION = dict(BM=64, BN=64, BK=8, TM=4, TN=4)
+# 128x128 C tile per block, 8-deep K slices, 8x8 per thread: 256 threads, 4 loads of A and 4 of
+# B per thread per slice, shared tiles 2 * 8 * (128 + 4) floats = 8.25 KiB (fp32). An 8x8
+# micro-tile is the smallest square one with 4 FMAs per shared load (TM*TN/(TM+TN)); 4x4 gives 2.
+# Its price is registers: 164 per thread (ptxas, sm_90), so one 256-thread block per SM (12.5 %
+# occupancy, ``python -m minigpu.inspect``): the 64 independent accumulators per thread supply
+# the parallelism that the missing warps would. Untimed on a GPU so far; the previous
+# configuration, dict(BM=64, BN=64, BK=8, TM=4, TN=4) (80 registers, 37.5 %, 2 FMAs per load),
+# is the one to compare against (``python -m minigpu.bench --suite ops``).
+PRODUCTION = dict(BM=128, BN=128, BK=8, TM=8, TN=8)
 # The simulator runs one OS thread per CUDA thread: same kernel, 64-thread blocks by default
 # (tests run PRODUCTION explicitly).
 SIMULATOR_DEFAULT = dict(BM=16, BN=16, BK=4, TM=2, TN=2)
@@ -185,10 +191,11 @@ def matmul_register_tiled_kernel(dtype, BM, BN, BK, TM, TN):
         loads are coalesced for plain and transposed operands alike; rows are padded by PAD
         words so the transposing stores do not collide in one bank. Then for each of the BK
         steps a thread loads TM values of A and TN of B into registers and does TM*TN FMAs:
-        TM*TN/(TM+TN) FMAs per shared load (2 for 4x4) against 1/2 in ``matmul_tiled``. The
-        TM/TN loops have constant trip counts, so they unroll and the accumulators live in
-        registers (ptxas, sm_90, fp32: 80 registers, no spills, no local memory, 4352 B shared;
-        the BK loop stays a loop of 16 FMAs). Numba types all integer arithmetic as int64
+        TM*TN/(TM+TN) FMAs per shared load (4 for 8x8, 2 for 4x4) against 1/2 in
+        ``matmul_tiled``. The TM/TN loops have constant trip counts, so they unroll and the
+        accumulators live in registers (ptxas, sm_90, fp32, PRODUCTION: 164 registers, no
+        spills, no local memory, 8448 B shared; the BK loop stays a loop of 64 FFMAs and 16
+        LDS in the SASS). Numba types all integer arithmetic as int64
         (int32 operands are promoted), so the index math is 64-bit."""
         As = cuda.shared.array(AS_SHAPE, nbtype)
         Bs = cuda.shared.array(BS_SHAPE, nbtype)

@@ -55,11 +55,14 @@ def full(n, value, dtype):
 
 def from_numpy(a):
     host = np.ascontiguousarray(a).reshape(-1)
-    return cuda.to_device(host, stream=current_stream())
+    out = empty(host.size, host.dtype)
+    if host.size:
+        out.copy_to_device(host, stream=current_stream())
+    return out
 
 
 def to_numpy(v: View):
-    dense_buf = contiguous(v)
+    dense_buf = _dense_slice(v) if v.is_contiguous() else contiguous(v)
     host = dense_buf.copy_to_host(stream=current_stream())
     current_stream().synchronize()
     return host.reshape(v.shape)

@@ -19,7 +19,7 @@ It is pure Python: ``python -m minigpu.inspect`` feeds it the registers and shar
 
 Lesson: block size and occupancy (``saxpy_kernel`` launched with 32 ... 1024 threads)
     ``saxpy`` is memory bound (12 bytes per 2 flops), so its speed is the bandwidth the SM can
-    pull, which needs many loads in flight, which needs many resident warps. With 16 registers
+    pull, which needs many loads in flight, which needs many resident warps. With 15 registers
     per thread and no shared memory, the block size alone sets the occupancy:
 
     ====== ============ =========== ==========================================

@@ -54,7 +54,6 @@ from numba import cuda, float32
 from . import allocator
 from .device import SIMULATOR, current_stream, empty, launch_1d, synchronize
 
-
 # --- the three moves --------------------------------------------------------------------
 
 def new_stream():
@@ -200,7 +199,7 @@ def benchmark_overlap(n_batches=None, batch_mib=None, iters=None, repeats=3) -> 
     if iters is None:  # calibrate: one compute about as long as one copy
         with _Timer(compute_stream) as t64:
             spin(probe, 64, compute_stream)
-        iters = max(1, int(round(64 * copy_t.ms / max(t64.ms, 1e-3))))
+        iters = max(1, round(64 * copy_t.ms / max(t64.ms, 1e-3)))
 
     def compute(buf, stream):
         spin(buf, iters, stream)

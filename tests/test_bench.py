@@ -1,0 +1,79 @@
+"""``python -m minigpu.bench --smoke``: every suite runs end to end on the simulator, every lesson
+is listed and run, variants agree, and the output says its timings are meaningless.
+
+Runs ``bench.main`` in this process (the suite's simulator is already on), tiny sizes, one
+timed run per variant: about 10 s for the three suites together.
+"""
+import json
+
+import pytest
+
+from minigpu import bench
+
+
+def run(capsys, tmp_path, *args):
+    path = tmp_path / "out.json"
+    rc = bench.main(["--smoke", "--json", str(path), *args])
+    out = capsys.readouterr().out
+    return rc, out, json.loads(path.read_text())
+
+
+def test_list_names_every_lesson(capsys):
+    assert bench.main(["--list"]) == 0
+    out = capsys.readouterr().out
+    for lesson in bench.LESSONS:
+        assert lesson.name in out
+    expected = {"coalescing", "bank_conflicts", "reduction", "matmul", "occupancy",
+                "fusion_bias_act", "fusion_adam", "fusion_lstm", "constant_memory",
+                "divergence", "streams"}
+    assert expected <= {lesson.name for lesson in bench.LESSONS}
+
+
+def test_lessons_smoke(capsys, tmp_path):
+    rc, out, data = run(capsys, tmp_path, "--suite", "lessons")
+    assert rc == 0, out
+    assert "MEANINGLESS" in out
+    meta = data["meta"]
+    assert meta["simulator"] and meta["meaningless"] and meta["smoke"]
+    rows = data["rows"]
+    assert not [r for r in rows if "error" in r], rows
+    groups = {r["group"] for r in rows}
+    assert {lesson.name for lesson in bench.LESSONS} <= groups
+    # every lesson ran at least two variants, and they agree
+    for lesson in bench.LESSONS:
+        timed = [r for r in rows if r["group"] == lesson.name and "ms" in r]
+        assert len(timed) >= 2, lesson.name
+    assert all(r.get("check", "equal") == "equal" for r in rows)
+    for r in rows:
+        if "ms" in r:
+            assert r["ms"] > 0 and r["rate"] > 0 and "x_first" in r
+
+
+@pytest.mark.parametrize("suite,groups", [
+    ("ops", {"matmul", "sum_all", "sum_rows", "add", "relu", "transpose", "softmax"}),
+    ("train", {"mlp_step", "lenet_step"}),
+])
+def test_ops_and_train_smoke(capsys, tmp_path, suite, groups):
+    rc, out, data = run(capsys, tmp_path, "--suite", suite)
+    assert rc == 0, out
+    rows = data["rows"]
+    assert not [r for r in rows if "error" in r], rows
+    assert {r["group"] for r in rows} == groups
+    assert all(r["ms"] > 0 for r in rows)
+
+
+def test_replay_allocations_reuses_buffers():
+    """After the recording call, the same sequence of ``empty`` requests gets the same
+    buffers back; a request out of step gets a fresh one."""
+    import numpy as np
+
+    replay = bench._ReplayAllocations()
+    with replay.installed():
+        from minigpu.backends.cuda import device
+        a, b = device.empty(4, np.float32), device.empty(8, np.float32)
+        replay.rewind()
+        assert device.empty(4, np.float32) is a and device.empty(8, np.float32) is b
+        replay.rewind()
+        c = device.empty(5, np.float32)
+        assert c is not a and c.size == 5
+    assert device.empty is replay.real

@@ -1,0 +1,147 @@
+"""``python -m minigpu.inspect``: the static sm_90 report and its goals.
+
+The report itself needs the CUDA compiler toolchain (``pip install -e .[inspect]``: NVVM and
+ptxas); without it the test skips and says so. It runs in a subprocess (Numba cannot compile
+for a GPU in a process that simulates one) on a selection of kernels that covers every goal:
+the production GEMM (FFMA:LDS >= 4), the fusion and occupancy lessons, the transpose tiles, the
+divergence pair and the one kernel whose float64 instructions are expected. Set
+``MINIGPU_INSPECT_ALL=1`` to report every kernel (about 30 s on two cores).
+
+The parsers are tested on canned ptxas / PTX / SASS text, with no toolchain.
+"""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from minigpu import inspect as mi
+
+SELECTION = ["matmul.", "fused.", "occupancy.", "transpose.tiled", "leaky_relu",
+             "random.normal", "reduce.ladder.warp_shuffle"]
+
+
+@pytest.fixture(scope="module")
+def report():
+    cmd = [sys.executable, "-m", "minigpu.inspect", "--json"]
+    if os.environ.get("MINIGPU_INSPECT_ALL") != "1":
+        for name in SELECTION:
+            cmd += ["--kernel", name]
+    env = dict(os.environ)
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    if proc.returncode == mi.TOOLCHAIN_MISSING:
+        pytest.skip(f"CUDA compiler toolchain not installed: {proc.stderr.strip()}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout)
+
+
+def test_every_selected_kernel_compiles(report):
+    names = [k["name"] for k in report["kernels"]]
+    for pattern in SELECTION:
+        assert any(pattern in n for n in names), pattern
+    assert not [k for k in report["kernels"] if k["error"]]
+    assert report["meta"]["arch"] == "sm_90"
+
+
+def test_no_spills(report):
+    spilled = {k["name"]: k["spills"] for k in report["kernels"] if k["spills"]}
+    assert not spilled
+
+
+def test_no_float64_in_float32_kernels(report):
+    bad = {k["name"]: k["f64"] for k in report["kernels"]
+           if k["dtype"] == "float32" and k["f64"] and not k["f64_reason"]}
+    assert not bad
+
+
+def test_gemm_ffma_per_shared_load(report):
+    goal = [k for k in report["kernels"] if k["ffma_goal"]]
+    assert [k["name"] for k in goal] == [n for n in (k["name"] for k in report["kernels"])
+                                          if n.startswith("matmul.register_tiled")]
+    for k in goal:
+        assert k["ffma_lds"] >= mi.GEMM_RATIO_GOAL, (k["name"], k["ffma"], k["lds"])
+    tiled = next(k for k in report["kernels"] if k["name"].startswith("matmul.tiled"))
+    assert 0 < tiled["ffma_lds"] < 2  # the rung before: about one FMA per shared load
+
+
+def test_occupancy_columns(report):
+    for k in report["kernels"]:
+        assert 0 < k["occupancy"] <= 1 and k["blocks_per_sm"] >= 1
+        assert k["registers"] > 0
+    assert report["failures"] == []
+
+
+# --- parsers, no toolchain -------------------------------------------------------------------
+PTXAS_LOG = """\
+ptxas info    : 8 bytes gmem
+ptxas info    : Compiling entry function '_Z6kernel' for 'sm_90'
+ptxas info    : Function properties for _Z6kernel
+    16 bytes stack frame, 8 bytes spill stores, 12 bytes spill loads
+ptxas info    : Used 80 registers, used 1 barriers, 4352 bytes smem
+ptxas info    : Compile time = 162.466 ms
+"""
+
+
+def test_parse_ptxas():
+    assert mi.parse_ptxas(PTXAS_LOG) == dict(registers=80, smem=4352, stack=16,
+                                             spill_stores=8, spill_loads=12)
+    assert mi.parse_ptxas("ptxas info    : Used 12 registers\n")["smem"] == 0
+
+
+PTX = """\
+.visible .entry k(
+\t.param .f64 k_param_0
+)
+{
+\t.reg .f64 \t%fd<3>;
+\tld.param.f64 \t%fd1, [k_param_0];
+\tcvt.rn.f32.f64 \t%f1, %fd1;
+$L__BB0_1:
+\tld.shared.f32 \t%f2, [%rd1];
+\tld.shared.f32 \t%f3, [%rd2];
+\tfma.rn.f32 \t%f4, %f2, %f3, %f4;
+\tfma.rn.f32 \t%f5, %f2, %f3, %f5;
+\tfma.rn.f32 \t%f6, %f2, %f3, %f6;
+\tfma.rn.f32 \t%f7, %f2, %f3, %f7;
+\t@%p1 bra \t$L__BB0_1;
+\tst.shared.f32 \t[%rd1], %f4;  // not a load
+\tret;
+}
+"""
+
+SASS = """\
+.L_x_16:
+        /*2360*/                   LDS R44, [R24+UR6] ;
+        /*2380*/                   LDS.64 R46, [R23+UR6] ;
+        /*2400*/                   FFMA R50, R44, R46, R50 ;
+        /*2410*/                   FFMA R51, R46.reuse, R45, R51 ;
+        /*2420*/                   FFMA R52, R46.reuse, R54, R52 ;
+        /*2430*/                   FFMA R53, R46, R47, R53 ;
+        /*2540*/               @P0 BRA `(.L_x_16) ;
+        /*2550*/                   FFMA R1, R2, R3, R1 ;
+"""
+
+
+def test_count_f64():
+    assert mi.count_f64(PTX) == 2  # ld.param.f64 and cvt.rn.f32.f64; not .reg / .param
+
+
+def test_inner_loop_ratio():
+    assert mi.inner_loop_ratio(PTX, "ptx") == dict(fma=4, lds=2, ratio=2.0, lines=7)
+    assert mi.inner_loop_ratio(SASS, "sass")["ratio"] == 2.0
+    assert mi.inner_loop_ratio("no loop here", "sass") is None
+
+
+def test_registry_names_are_unique_and_cover_the_lessons():
+    pytest.importorskip("numba")
+    names = [s.name for s in mi.registry()]
+    assert len(names) == len(set(names))
+    for needle in ("transpose.naive", "transpose.tiled_naive", "transpose.tiled_padded",
+                   "reduce.ladder.interleaved", "reduce.ladder.warp_shuffle", "matmul.naive",
+                   "matmul.register_tiled", "fused.bias_act[relu]", "optim.adam",
+                   "optim.unfused.axpby", "lstm.cell", "conv.direct_global",
+                   "conv.direct_constmem", "elementwise.leaky_relu_branch_dense",
+                   "elementwise.leaky_relu_select_dense", "occupancy.saxpy"):
+        assert any(n.startswith(needle) for n in names), needle
