@@ -58,14 +58,17 @@ def fraction(text):
     return value
 
 
-def make_parser(demo: str, description: str, default_epochs: int) -> argparse.ArgumentParser:
-    """The options every demo has: --device, --epochs, --seed, --out, --smoke."""
+def make_parser(demo: str, description: str, default_epochs) -> argparse.ArgumentParser:
+    """The options every demo has: --device, --epochs, --seed, --out, --smoke.
+
+    --epochs defaults to ``default_epochs``, or 1 with --smoke (see :func:`finish_args`)."""
     parser = argparse.ArgumentParser(prog=f"{demo}.py", description=description,
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                         help="auto = cuda when a real GPU is present, else cpu; cuda without a "
                              "GPU needs NUMBA_ENABLE_CUDASIM=1 (Numba's simulator, slow)")
-    parser.add_argument("--epochs", type=positive_int, default=default_epochs)
+    parser.add_argument("--epochs", type=positive_int, default=None,
+                        help=f"training epochs (default: {default_epochs}; 1 with --smoke)")
     parser.add_argument("--seed", type=non_negative_int, default=0)
     parser.add_argument("--out", type=Path, default=Path("runs") / demo,
                         help="folder for metrics.json, checkpoints and pictures")
@@ -73,6 +76,15 @@ def make_parser(demo: str, description: str, default_epochs: int) -> argparse.Ar
                         help="tiny sizes, a few steps: checks the demo runs (< 1 minute even on "
                              "the CUDA simulator)")
     return parser
+
+
+def finish_args(parser: argparse.ArgumentParser, args, default_epochs: int):
+    """Fill in what depends on other options: epochs, the device, and create --out."""
+    if args.epochs is None:
+        args.epochs = 1 if args.smoke else default_epochs
+    args.device = resolve_device(parser, args.device)
+    prepare_out(parser, args.out)
+    return args
 
 
 def resolve_device(parser: argparse.ArgumentParser, choice: str) -> str:

@@ -38,10 +38,7 @@ def parse_args(argv=None):
                         metavar=("C1", "C2"), help="output channels of the two convolutions")
     parser.add_argument("--dropout", type=du.fraction, default=0.5,
                         help="dropout on the flattened features, before the fully connected layers")
-    args = parser.parse_args(argv)
-    args.device = du.resolve_device(parser, args.device)
-    du.prepare_out(parser, args.out)
-    return args
+    return du.finish_args(parser, parser.parse_args(argv), default_epochs=12)
 
 
 def model_config(args):
@@ -118,9 +115,9 @@ def main(argv=None):
     x_train, y_train = load_digits("train", device=device)
     x_test, y_test = load_digits("test", device=device)
     batch_size = args.batch_size
-    if args.smoke:  # two optimizer steps and a tiny test set: a run-through, not a result
-        x_train, y_train = x_train[:16], y_train[:16]
-        x_test, y_test = x_test[:16], y_test[:16]
+    if args.smoke:  # one optimizer step per epoch, a tiny test set: a run-through, not a result
+        x_train, y_train = x_train[:8], y_train[:8]
+        x_test, y_test = x_test[:8], y_test[:8]
         batch_size = 8
     loader = DataLoader(TensorDataset(x_train, y_train), batch_size=batch_size, shuffle=True)
 

@@ -187,6 +187,9 @@ def lesson_occupancy(ctx):
     x, y, out = ctx.upload(ctx.uniform(n)), ctx.upload(ctx.uniform(n)), ctx.empty(n)
     a = ctx.np.float32(2)
     blocks = O.BLOCK_SIZES if not ctx.smoke else (32, 64)
+    if not ctx.device.SIMULATOR:  # compile it, so that the driver can report its registers
+        O.saxpy(a, x, y, 256, out)
+        ctx.device.synchronize()
     regs, source = _registers(O.saxpy_kernel, ctx)
     variants, notes = [], {}
     for block in blocks:

@@ -47,6 +47,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -390,7 +391,7 @@ def inner_loop_ratio(text: str, dialect: str) -> dict | None:
     return best
 
 
-# --- one kernel -------------------------------------------------------------------------------------
+# --- one kernel ---------------------------------------------------------------------------------
 @dataclass
 class KernelReport:
     name: str
@@ -425,8 +426,9 @@ def _assemble(spec: KernelSpec, ptx: str, workdir: Path, tools: dict) -> KernelR
 
     rep = KernelReport(spec.name, spec.block, spec.dtype, f64_reason=spec.f64_reason,
                        ffma_goal=spec.ffma_lds == "goal")
-    stem = workdir / re.sub(r"[^\w.-]+", "_", spec.name)
-    ptx_path, cubin = stem.with_suffix(".ptx"), stem.with_suffix(".cubin")
+    # One file pair per kernel (they are assembled two at a time), named after it.
+    stem = re.sub(r"[^\w-]+", "_", spec.name) + f"_{zlib.crc32(spec.name.encode()):08x}"
+    ptx_path, cubin = workdir / f"{stem}.ptx", workdir / f"{stem}.cubin"
     ptx_path.write_text(ptx)
     proc = subprocess.run([tools["ptxas"], f"-arch={ARCH}", "-v", str(ptx_path), "-o",
                            str(cubin)], capture_output=True, text=True)

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from minigpu import bench
+from minigpu.backends.cuda.device import SIMULATOR
 
 
 def run(capsys, tmp_path, *args):
@@ -32,9 +33,12 @@ def test_list_names_every_lesson(capsys):
 def test_lessons_smoke(capsys, tmp_path):
     rc, out, data = run(capsys, tmp_path, "--suite", "lessons")
     assert rc == 0, out
-    assert "MEANINGLESS" in out
     meta = data["meta"]
-    assert meta["simulator"] and meta["meaningless"] and meta["smoke"]
+    assert meta["smoke"]
+    if SIMULATOR:
+        assert "MEANINGLESS" in out and meta["simulator"] and meta["meaningless"]
+    else:  # NUMBA_ENABLE_CUDASIM=0 on a GPU: smoke sizes on the hardware
+        assert "not representative" in out and not meta["meaningless"]
     rows = data["rows"]
     assert not [r for r in rows if "error" in r], rows
     groups = {r["group"] for r in rows}

@@ -1,0 +1,319 @@
+"""The source material's GAN, sized for the 8x8 digits.
+
+Generator ``Linear(100, 256) -> ReLU -> Linear(256, 64) -> Tanh`` turns a latent vector into an
+image (pixels in [-1, 1]); discriminator ``Linear(64, 256) -> LeakyReLU(0.2) -> Linear(256, 1)
+-> Sigmoid`` says how likely an image is real. Both train with ``BCELoss`` and
+``Adam(lr=0.0002)``: per iteration ``--d-steps`` discriminator updates on a real batch and a
+``fake_data.detach()`` batch (the generator gets no gradient from them), then one generator
+update that labels its fakes as real.
+
+    python demos/train_gan.py
+
+How good are the samples? A digits CNN (loaded from the train_cnn demo's run when there is one,
+else trained here for a few epochs) classifies generated images: digit-like samples get
+confident predictions (mean max-softmax), and a generator that has not collapsed onto a few
+digits covers many classes (entropy of the predicted-class histogram; ln 10 = 2.30 is uniform).
+Both are reported for the trained generator, an untrained one, and real test digits.
+
+Writes into --out (default runs/train_gan): metrics.json, generator.npz, discriminator.npz,
+samples.png (final samples), progress.png (the same latent vectors over training),
+losses.png.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _demo_utils as du  # noqa: E402
+
+import minigpu as mg  # noqa: E402
+import minigpu.nn as nn  # noqa: E402
+import minigpu.optim as optim  # noqa: E402
+from minigpu.datasets import load_digits  # noqa: E402
+from minigpu.models import LeNet5  # noqa: E402
+from minigpu.utils.data import DataLoader, TensorDataset  # noqa: E402
+
+DEMO = "train_gan"
+LATENT = 100
+
+
+def parse_args(argv=None):
+    parser = du.make_parser(DEMO, "MLP GAN on the 8x8 digits, scored by a digits CNN",
+                            default_epochs=150)
+    parser.add_argument("--batch-size", type=du.positive_int, default=64)
+    parser.add_argument("--lr", type=du.positive_float, default=2e-4,
+                        help="Adam learning rate of both networks (the source's 0.0002)")
+    parser.add_argument("--beta1", type=du.fraction, default=0.9,
+                        help="Adam's beta1 for both networks (PyTorch default 0.9; DCGAN 0.5)")
+    parser.add_argument("--real-label", type=du.positive_float, default=1.0,
+                        help="discriminator target for real digits (< 1: one-sided label "
+                             "smoothing)")
+    parser.add_argument("--d-steps", type=du.positive_int, default=1,
+                        help="discriminator updates per generator update")
+    parser.add_argument("--hidden", type=du.positive_int, default=256)
+    parser.add_argument("--sample-every", type=du.positive_int, default=None,
+                        help="epochs between sample grids (default: epochs / 5)")
+    parser.add_argument("--num-eval", type=du.positive_int, default=1000,
+                        help="generated samples scored by the classifier")
+    parser.add_argument("--classifier", type=Path, default=Path("runs") / "train_cnn",
+                        help="a train_cnn run folder (model.npz + config.json) to score "
+                             "samples with; trained here when absent")
+    args = du.finish_args(parser, parser.parse_args(argv), default_epochs=150)
+    if args.sample_every is None:
+        args.sample_every = max(1, args.epochs // 5)
+    return args
+
+
+def make_generator(hidden, latent=LATENT, pixels=64):
+    return nn.Sequential(
+        nn.Linear(latent, hidden),
+        nn.ReLU(),
+        nn.Linear(hidden, pixels),
+        nn.Tanh(),
+    )
+
+
+def make_discriminator(hidden, pixels=64):
+    return nn.Sequential(
+        nn.Linear(pixels, hidden),
+        nn.LeakyReLU(0.2),
+        nn.Linear(hidden, 1),
+        nn.Sigmoid(),
+    )
+
+
+def generate(generator, latent_vector):
+    """Images (N, 1, 8, 8) in [0, 1] (what the classifier was trained on) from latent vectors."""
+    generator.eval()
+    with mg.no_grad():
+        fake = generator(latent_vector)
+    generator.train()
+    return ((fake + 1) * 0.5).reshape(-1, 1, 8, 8)
+
+
+# --- the classifier that scores samples -----------------------------------------------------------
+def load_classifier(folder: Path, device):
+    """The train_cnn demo's network from its run folder, or None (with the reason printed)."""
+    model_path, config_path = folder / "model.npz", folder / "config.json"
+    if not (model_path.is_file() and config_path.is_file()):
+        return None
+    try:
+        config = json.loads(config_path.read_text())
+        model = LeNet5(**config)
+        model.load_state_dict(mg.load(model_path))
+    except Exception as e:  # a checkpoint from another version of the demo
+        print(f"cannot use the classifier in {folder} ({type(e).__name__}: {e}); training one")
+        return None
+    print(f"scoring samples with the CNN from {model_path}")
+    return model.to(device).eval()
+
+
+def train_classifier(device, seed, smoke):
+    """A digits CNN trained here: the train_cnn demo's network, fewer epochs."""
+    import train_cnn
+
+    epochs = 1 if smoke else 6
+    config = dict(in_channels=1, num_classes=10, input_size=8, channels=(32, 64),
+                  hidden=(120, 84), kernel_size=3, batch_norm=True, dropout=0.5)
+    x, y = load_digits("train", device=device)
+    if smoke:
+        config.update(channels=(2, 4), hidden=(8, 8))
+        x, y = x[:8], y[:8]
+    print(f"training a digits CNN to score the samples ({epochs} epochs)")
+    mg.manual_seed(seed + 1)
+    model = LeNet5(**config).to(device)
+    optimizer = optim.Adam(model.parameters(), lr=3e-3)
+    loader = DataLoader(TensorDataset(x, y), batch_size=32, shuffle=True)
+    for epoch in range(epochs):
+        train_cnn.cosine_lr(optimizer, 3e-3, epoch, epochs)
+        train_cnn.train_epoch(model, loader, optimizer, nn.CrossEntropyLoss(),
+                              f"classifier {epoch + 1}/{epochs}")
+    return model.eval()
+
+
+def sample_scores(classifier, images, batch=500):
+    """Mean max-softmax confidence, entropy (nats) of the predicted-class histogram, classes
+    predicted for at least 1 % of the images, and the inception score exp(E[KL(p(y|x)||p(y))])."""
+    with mg.no_grad():
+        probs = np.concatenate([mg.softmax(classifier(images[s:s + batch]), dim=1).numpy()
+                                for s in range(0, images.shape[0], batch)]).astype(np.float64)
+    counts = np.bincount(probs.argmax(axis=1), minlength=probs.shape[1])
+    hist = counts / counts.sum()
+    nz = hist[hist > 0]
+    marginal = probs.mean(axis=0)
+    kl = (probs * (np.log(probs + 1e-12) - np.log(marginal + 1e-12))).sum(axis=1).mean()
+    return dict(confidence=float(probs.max(axis=1).mean()),
+                class_entropy=float(-(nz * np.log(nz)).sum()),
+                classes_covered=int((hist >= 0.01).sum()),
+                inception_score=float(math.exp(kl)),
+                class_histogram=[int(c) for c in counts])
+
+
+# --- pictures -------------------------------------------------------------------------------------
+def plot_losses(history, path):
+    plt = du.pyplot()
+    fig, ax = plt.subplots(figsize=(6, 3))
+    epochs = [h["epoch"] for h in history]
+    ax.plot(epochs, [h["d_loss"] for h in history], label="discriminator (real + fake)")
+    ax.plot(epochs, [h["g_loss"] for h in history], label="generator")
+    ax.plot(epochs, [h["d_real"] for h in history], label="D(real)", linestyle=":")
+    ax.plot(epochs, [h["d_fake"] for h in history], label="D(G(z))", linestyle=":")
+    ax.axhline(2 * math.log(2), color="gray", linewidth=0.8, linestyle="--")
+    ax.set_xlabel("epoch"), ax.set_ylabel("BCE loss / probability"), ax.legend(fontsize=7)
+    fig.tight_layout()
+    return du.save_figure(fig, path)
+
+
+def plot_progress(snapshots, path):
+    """One row per snapshot: the same fixed latent vectors, decoded as training proceeds."""
+    plt = du.pyplot()
+    rows, cols = len(snapshots), len(snapshots[0][1])
+    fig, axes = plt.subplots(rows, cols, figsize=(cols * 0.6 + 0.9, rows * 0.6), squeeze=False)
+    for r, (epoch, images) in enumerate(snapshots):
+        for c in range(cols):
+            ax = axes[r, c]
+            ax.imshow(images[c], cmap="gray_r", vmin=0, vmax=1, interpolation="nearest")
+            ax.set_xticks([]), ax.set_yticks([])
+            if c == 0:
+                ax.set_ylabel(f"ep {epoch}", rotation=0, ha="right", va="center", fontsize=8)
+    fig.subplots_adjust(wspace=0.05, hspace=0.05)
+    return du.save_figure(fig, path)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    device = args.device
+    du.header(DEMO, device, args)
+    hidden, batch_size, num_eval, d_steps = args.hidden, args.batch_size, args.num_eval, \
+        args.d_steps
+    x_real, _ = load_digits("train", device=device)
+    if args.smoke:
+        hidden, batch_size, num_eval = 8, 4, 8
+        x_real = x_real[:4 * d_steps]
+    real = x_real.reshape(-1, 64) * 2 - 1  # pixels to [-1, 1], the range of Tanh
+
+    # The same seed builds the generator twice: one to train, one kept untrained for reference.
+    mg.manual_seed(args.seed)
+    generator = make_generator(hidden).to(device)
+    mg.manual_seed(args.seed)
+    untrained = make_generator(hidden).to(device)
+    discriminator = make_discriminator(hidden).to(device)
+    print(f"generator {LATENT}->{hidden}->64, discriminator 64->{hidden}->1; "
+          f"{real.shape[0]} real digits, batch {batch_size}, d_steps {d_steps}")
+
+    g_loss_fn = nn.BCELoss()
+    d_loss_fn = nn.BCELoss()
+    betas = (args.beta1, 0.999)
+    g_optimizer = optim.Adam(generator.parameters(), lr=args.lr, betas=betas)
+    d_optimizer = optim.Adam(discriminator.parameters(), lr=args.lr, betas=betas)
+    loader = DataLoader(TensorDataset(real), batch_size=batch_size, shuffle=True,
+                        drop_last=True)
+    real_labels = mg.full((batch_size, 1), args.real_label, device=device)
+    ones = mg.ones(batch_size, 1, device=device)
+    fake_labels = mg.zeros(batch_size, 1, device=device)
+    fixed_latent = mg.randn(10, LATENT, device=device)
+    snapshots = [(0, generate(generator, fixed_latent).numpy()[:, 0])]
+    history = []
+
+    with du.Timer() as timer:
+        for epoch in range(1, args.epochs + 1):
+            sums = dict(d_loss=0.0, g_loss=0.0, d_real=0.0, d_fake=0.0)
+            g_updates = 0
+            batches = iter(loader)
+            bar = du.progress(range(len(loader) // d_steps), desc=f"epoch {epoch}/{args.epochs}",
+                              unit="it")
+            for _ in bar:
+                # Train the discriminator: real digits -> 1, generated (detached) -> 0.
+                for _ in range(d_steps):
+                    d_optimizer.zero_grad()
+                    (real_data,) = next(batches)
+                    d_real_output = discriminator(real_data)
+                    d_real_loss = d_loss_fn(d_real_output, real_labels)
+
+                    latent_vector = mg.randn(batch_size, LATENT, device=device)
+                    fake_data = generator(latent_vector)
+                    d_fake_output = discriminator(fake_data.detach())
+                    d_fake_loss = d_loss_fn(d_fake_output, fake_labels)
+
+                    d_loss = d_real_loss + d_fake_loss
+                    d_loss.backward()
+                    d_optimizer.step()
+
+                # Train the generator: make the discriminator call its fakes real.
+                g_optimizer.zero_grad()
+                latent_vector = mg.randn(batch_size, LATENT, device=device)
+                fake_data = generator(latent_vector)
+                g_output = discriminator(fake_data)
+                g_loss = g_loss_fn(g_output, ones)
+                g_loss.backward()
+                g_optimizer.step()
+
+                g_updates += 1
+                sums["d_loss"] += d_loss.item()
+                sums["g_loss"] += g_loss.item()
+                sums["d_real"] += d_real_output.mean().item()
+                sums["d_fake"] += g_output.mean().item()
+                if hasattr(bar, "set_postfix"):
+                    bar.set_postfix(d=f"{d_loss.item():.3f}", g=f"{g_loss.item():.3f}")
+            record = {k: v / g_updates for k, v in sums.items()}
+            history.append(dict(epoch=epoch, **record))
+            if epoch % args.sample_every == 0 or epoch == args.epochs:
+                snapshots.append((epoch, generate(generator, fixed_latent).numpy()[:, 0]))
+                print(f"epoch {epoch:4d}  D loss {record['d_loss']:.3f}  G loss "
+                      f"{record['g_loss']:.3f}  D(real) {record['d_real']:.2f}  D(G(z)) "
+                      f"{record['d_fake']:.2f}", flush=True)
+    train_seconds = timer.seconds
+
+    out = args.out
+    mg.save(generator.state_dict(), out / "generator.npz")
+    mg.save(discriminator.state_dict(), out / "discriminator.npz")
+    latent = mg.randn(num_eval, LATENT, device=device)
+    samples = generate(generator, latent)
+    du.image_grid(samples.numpy()[:64, 0], out / "samples.png", columns=16,
+                  title=f"generated digits after {args.epochs} epochs")
+    plot_progress(snapshots, out / "progress.png")
+    plot_losses(history, out / "losses.png")
+
+    classifier = None if args.smoke else load_classifier(args.classifier, device)
+    classifier_source = str(args.classifier) if classifier is not None else "trained here"
+    if classifier is None:
+        classifier = train_classifier(device, args.seed, args.smoke)
+    x_test, _ = load_digits("test", device=device)
+    if args.smoke:
+        x_test = x_test[:num_eval]
+    scores = {
+        "trained": sample_scores(classifier, samples),
+        "untrained": sample_scores(classifier, generate(untrained, latent)),
+        "real_test_digits": sample_scores(classifier, x_test),
+    }
+    for name, s in scores.items():
+        print(f"{name:>17}: confidence {s['confidence']:.3f}  class entropy "
+              f"{s['class_entropy']:.3f} nats  classes covered {s['classes_covered']:2d}  "
+              f"inception score {s['inception_score']:.2f}")
+    metrics = dict(demo=DEMO, device=device, simulator=device == "cuda" and
+                   mg.cuda.is_simulator(), epochs=args.epochs, seed=args.seed,
+                   smoke=args.smoke, batch_size=batch_size, lr=args.lr, d_steps=d_steps,
+                   hidden=hidden, num_eval=num_eval, train_seconds=train_seconds,
+                   classifier=classifier_source,
+                   final_d_loss=history[-1]["d_loss"], final_g_loss=history[-1]["g_loss"],
+                   trained_confidence=scores["trained"]["confidence"],
+                   untrained_confidence=scores["untrained"]["confidence"],
+                   trained_class_entropy=scores["trained"]["class_entropy"],
+                   untrained_class_entropy=scores["untrained"]["class_entropy"],
+                   trained_classes_covered=scores["trained"]["classes_covered"],
+                   untrained_classes_covered=scores["untrained"]["classes_covered"],
+                   scores=scores, history=history)
+    du.write_metrics(out, metrics)
+    print(f"{train_seconds:.1f} s of training on {device}; wrote {out}/metrics.json, "
+          f"samples.png, progress.png, losses.png")
+    return metrics
+
+
+if __name__ == "__main__":
+    main()
