@@ -46,7 +46,8 @@ DEFAULTS = {  # per task: epochs, hidden size, batch size, learning rate
 
 def parse_args(argv=None):
     parser = du.make_parser(DEMO, "LSTM on digit rows (--task rows) or a character-level "
-                                  "language model (--task charlm)", default_epochs=None)
+                                  "language model (--task charlm)",
+                            default_epochs="rows 15, charlm 6")
     parser.add_argument("--task", choices=tuple(DEFAULTS), default="rows")
     parser.add_argument("--hidden", type=du.positive_int, default=None,
                         help="LSTM hidden size (default: rows 64, charlm 128)")
@@ -65,19 +66,17 @@ def parse_args(argv=None):
     charlm.add_argument("--temperature", type=du.positive_float, default=0.7,
                         help="sampling temperature for the generated text")
     charlm.add_argument("--sample-chars", type=du.positive_int, default=300)
-    parser.set_defaults(epochs=None, out=None)
+    parser.set_defaults(out=None)
     args = parser.parse_args(argv)
     if args.bidirectional and args.task == "charlm":
         parser.error("--bidirectional applies to --task rows only: a language model that reads "
                      "the sequence backwards sees the characters it must predict")
     for key, value in DEFAULTS[args.task].items():
-        if getattr(args, key) is None:
+        if getattr(args, key) is None and key != "epochs":
             setattr(args, key, value)
     if args.out is None:
         args.out = Path("runs") / DEMO / args.task
-    args.device = du.resolve_device(parser, args.device)
-    du.prepare_out(parser, args.out)
-    return args
+    return du.finish_args(parser, args, default_epochs=DEFAULTS[args.task]["epochs"])
 
 
 def cosine_lr(optimizer, base_lr, step, total):

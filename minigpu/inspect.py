@@ -138,17 +138,22 @@ def registry() -> list[KernelSpec]:
     add(f"transpose.tiled_padded[{tile}x{rows}]", T.transpose_tiled_padded(tile, rows, f32),
         targs, tile * rows)
 
-    # reduce: production kernels and the sum ladder
+    # reduce: production kernels and the sum ladder. The row kernels take a (rows, splits)
+    # grid: one launch covers both passes of a split row (and the ladder's grid_two_pass).
     rb = R.PRODUCTION_BLOCK
-    add(f"reduce.row[sum,{rb}]", R.row_reduce_kernel("sum", f32, rb, True), (f, 1, s, f), rb)
-    add(f"reduce.row[max,{rb}]", R.row_reduce_kernel("max", f32, rb, True), (f, 1, s, f), rb)
+    add(f"reduce.row[sum,{rb}]", R.row_reduce_kernel("sum", f32, rb, True), (f, 1, 1, s, f),
+        rb)
+    add(f"reduce.row[max,{rb}]", R.row_reduce_kernel("max", f32, rb, True), (f, 1, 1, s, f),
+        rb)
     split = R.COLUMN_SPLIT
     add(f"reduce.column[sum,{rb // split}x{split}]",
         R.column_reduce_kernel("sum", f32, rb // split, split), (f, 1, 1, 1, s, f), rb)
     add(f"reduce.column[sum,{rb}x1]", R.column_reduce_kernel("sum", f32, rb, 1),
         (f, 1, 1, 1, s, f), rb)
     add(f"reduce.row_arg[max,{rb}]", R.row_argreduce_kernel("max", f32, rb, True),
-        (f, 1, s, f, i64), rb)
+        (f, i64, 1, 1, s, f, i64), rb)
+    add(f"reduce.row_arg_pairs[max,{rb}]",  # pass 2 of a split row: (value, index) partials
+        R.row_argreduce_kernel("max", f32, rb, True, True), (f, i64, 1, 1, s, f, i64), rb)
     add("reduce.column_arg[max]", R.column_argreduce_kernel("max", f32), (f, 1, 1, 1, f, i64),
         rb)
     for rung, factory in (("interleaved", R.sum_interleaved_kernel),

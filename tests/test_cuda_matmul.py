@@ -131,10 +131,15 @@ def test_float64(ops):
 
 
 def test_production_configuration():
-    """BM=BN=64, BK=8, TM=TN=4 (256 threads): one 64x64 tile plus ragged edges in M, N and K
-    (M=70 and N=66 give a 2x2 grid whose last blocks are mostly outside C; K=13 leaves a
-    partial slice), with a transposed B as in ``x @ W.T``."""
+    """``MM.PRODUCTION``: BM=BN=128, BK=8, TM=TN=8 (16x16 = 256 threads, 8x8 outputs per
+    thread): one full 128x128 tile plus ragged edges in M, N and K (M=140 and N=133 give a
+    2x2 grid whose last blocks are mostly outside C; K=13 leaves a partial slice), with a
+    transposed B as in ``x @ W.T``."""
+    cfg = MM.PRODUCTION
+    assert (cfg["BM"], cfg["BN"], cfg["BK"], cfg["TM"], cfg["TN"]) == (128, 128, 8, 8, 8)
+    M, K, N = 140, 13, 133
+    assert M > cfg["BM"] and N > cfg["BN"] and K % cfg["BK"]   # more than one block in M, N
     rng = np.random.default_rng(9)
-    a = dense(rng.uniform(-4, 4, (1, 70, 13)))
-    b = transposed(rng.uniform(-4, 4, (1, 13, 66)))
-    check(MM.matmul_register_tiled, a, b, **MM.PRODUCTION)
+    a = dense(rng.uniform(-4, 4, (1, M, K)))
+    b = transposed(rng.uniform(-4, 4, (1, K, N)))
+    check(MM.matmul_register_tiled, a, b, **cfg)

@@ -25,11 +25,13 @@ needs_shuffle = pytest.mark.skipif(
 SUM_TOL = dict(rtol=1e-5, atol=1e-4)
 
 # Launch configurations: None = production defaults; the rest force each code path with small
-# blocks (tree without shuffles, a K-split column kernel, the shuffle variant).
+# blocks (tree without shuffles, a K-split column kernel, rows split over 3 blocks, the shuffle
+# variant).
 CONFIGS = [
     {},
     dict(max_block=8, split=2, shuffle=False),
     dict(max_block=16, split=4, shuffle=False),
+    dict(max_block=8, split=2, row_split=3, shuffle=False),
 ]
 SHUFFLE_CONFIGS = [dict(max_block=64, split=2, shuffle=True)]
 
@@ -134,6 +136,78 @@ def test_production_configuration():
     check_reduce("sum", dense_spec(rows), (1,), shuffle=False, **big)
     vals, idx = R.argreduce("max", dense_spec(rows).on(cuda), 1, max_block=R.PRODUCTION_BLOCK)
     np.testing.assert_array_equal(host(idx, (2,)), rows.argmax(1))
+    vector = rng.uniform(-4, 4, 1500).astype(np.float32)   # split: 2 chunks of 4 x 256
+    check_reduce("sum", dense_spec(vector), (0,), row_split=2, **big)
+
+
+# --- split rows: two passes over (rows, splits) partials ----------------------------------------
+SPLIT_CONFIGS = [dict(max_block=32, shuffle=False),
+                 pytest.param(dict(max_block=64, shuffle=True), marks=needs_shuffle)]
+
+
+@pytest.mark.parametrize("config", SPLIT_CONFIGS)
+@pytest.mark.parametrize("op", contract.REDUCE_OPS)
+def test_split_rows_match_numpy(op, config):
+    """Long rows cut into forced splits: one row of 3000 in 5 chunks (x.sum() of a vector),
+    3 rows of 700 in 4 chunks each (partials laid out per row), and more splits asked for than
+    blocks of work (clamped, no empty chunk)."""
+    rng = np.random.default_rng(10)
+    vector = rng.uniform(-4, 4, 3000).astype(np.float32)
+    rows = rng.uniform(-4, 4, (3, 700)).astype(np.float32)
+    check_reduce(op, dense_spec(vector), (0,), row_split=5, **config)
+    check_reduce(op, dense_spec(rows), (1,), row_split=4, **config)
+    check_reduce(op, dense_spec(rows[:, :100]), (1,), row_split=50, **config)
+
+
+def test_split_rows_int_and_nan():
+    """Identities and NaN survive the partials: an int64 row, and a NaN in one chunk only."""
+    ints = np.random.default_rng(11).integers(-50, 50, (2, 500))
+    for op in contract.REDUCE_OPS:
+        check_reduce(op, dense_spec(ints), (1,), max_block=32, row_split=4, shuffle=False)
+    x = np.arange(600, dtype=np.float32)
+    x[450] = np.nan
+    for op in contract.REDUCE_OPS:
+        got = host(R.reduce(op, dense_spec(x).on(cuda), (0,), max_block=32, row_split=4), ())
+        assert np.isnan(got), op
+
+
+@pytest.mark.parametrize("config", SPLIT_CONFIGS)
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_split_argreduce_first_index(op, config):
+    """(value, index) pairs through the partials: equal extremes in different chunks (and in
+    the same chunk) resolve to the first index; the first NaN wins over everything."""
+    best = 1 if op == "max" else -1
+    x = np.zeros((3, 900), dtype=np.float32)
+    x[0, [700, 130, 131, 899]] = best         # chunks 1 and 3 (of 4): index 130
+    x[1, :] = -np.inf if op == "max" else np.inf   # all equal: index 0
+    x[2, [800, 250]] = np.nan                 # NaN in two chunks: index 250
+    check_argreduce(op, dense_spec(x), 1, row_split=4, **config)
+    vector = np.random.default_rng(12).integers(-3, 4, 3000).astype(np.float32)
+    check_argreduce(op, dense_spec(vector), 0, row_split=5, **config)
+
+
+def test_row_plan_splits_few_long_rows():
+    """The production heuristic (H200: 132 SMs, 256-thread blocks -> a wave of 1056 blocks):
+    x.sum() of 100M elements is one row, split over one full wave in block-aligned chunks;
+    rows that already fill half a wave, or are too short to give every thread
+    ``MIN_SPLIT_WORK`` elements, stay one block per row."""
+    block, sms = R.PRODUCTION_BLOCK, R.H200_SMS
+    K = 100_000_000
+    plan = R.row_plan(1, K, block, sms=sms)
+    assert plan.block == block and plan.splits == sms * 8 == 1056
+    assert plan.chunk % block == 0 and (plan.splits - 1) * plan.chunk < K <= plan.splits * plan.chunk
+    assert R.row_plan(100, K // 100, block, sms=sms).splits == 10   # 1000 blocks <= one wave
+    assert R.row_plan(600, 1 << 20, block, sms=sms).splits == 1     # > half a wave already
+    assert R.row_plan(1, 4000, block, sms=sms).splits == 1          # < 2 * 256 * 16 elements
+    assert R.row_plan(1, K, block, row_split=1, sms=sms) == R.RowPlan(block, 1, K)
+    # Under the simulator the same heuristic, with SIM_SMS, splits a long vector too:
+    assert R.row_plan(1, 3000, 64, sms=R.SIM_SMS).splits == 2
+
+
+def test_empty_sum_is_zero():
+    x = np.zeros((0, 3), dtype=np.float32)
+    got = host(R.reduce("sum", dense_spec(x).on(cuda), (0,)), (3,))
+    np.testing.assert_array_equal(got, np.zeros(3, np.float32))
 
 
 def test_nan_propagates_like_numpy():
@@ -212,7 +286,7 @@ def test_sum_ladder_small_blocks_and_passes(name):
     the non-shuffle rungs also run with blocks under one warp."""
     x = np.random.default_rng(4).uniform(-4, 4, 700).astype(np.float32)
     block = 32 if name in R.SHUFFLE_RUNGS else 8
-    kw = dict(max_grid=4) if name == "warp_shuffle" else {}
+    kw = {"warp_shuffle": dict(max_grid=4), "grid_two_pass": dict(splits=5)}.get(name, {})
     got = host(R.SUM_LADDER[name](dense_spec(x).on(cuda), block=block, **kw), ())
     np.testing.assert_allclose(got, x.sum(), **SUM_TOL)
 

@@ -41,6 +41,7 @@ from numba import cuda, float32
 from ..contract import View, numel
 from .device import current_stream, empty, launch_1d
 from .memory import from_numpy, full
+from .strided import unravel4
 
 
 
@@ -136,12 +137,7 @@ def col2im_kernel(cols, cs, coff, dims, geom, out):
     kh, kw, sh, sw, ph, pw, dh, dw = geom
     start, step = cuda.grid(1), cuda.gridsize(1)
     for i in range(start, out.size, step):
-        w = i % w_
-        t = i // w_
-        h = t % h_
-        t //= h_
-        c = t % c_
-        n = t // c_
+        n, c, h, w = unravel4(i, c_, h_, w_)
         base = coff + n * cs[0]
         acc = float32(0)
         for ki in range(kh):
@@ -230,12 +226,7 @@ def _constmem_kernel(weight, bias):
         ph, pw = pad
         start, step = cuda.grid(1), cuda.gridsize(1)
         for i in range(start, out.size, step):
-            ow = i % ow_
-            t = i // ow_
-            oh = t % oh_
-            t //= oh_
-            oc = t % oc_count
-            n = t // oc_count
+            n, oc, oh, ow = unravel4(i, oc_count, oh_, ow_)
             out[i] = _direct_conv_point(x, xs, xoff, n, oc, oh, ow, c_, h_, w_, ph, pw, wt,
                                         kh, kw) + bs[oc]
 
@@ -257,12 +248,7 @@ def conv2d_global_kernel(x, xs, xoff, dims, pad, wt, bs, out):
     oc_count, _, kh, kw = wt.shape
     start, step = cuda.grid(1), cuda.gridsize(1)
     for i in range(start, out.size, step):
-        ow = i % ow_
-        t = i // ow_
-        oh = t % oh_
-        t //= oh_
-        oc = t % oc_count
-        n = t // oc_count
+        n, oc, oh, ow = unravel4(i, oc_count, oh_, ow_)
         out[i] = _direct_conv_point(x, xs, xoff, n, oc, oh, ow, c_, h_, w_, ph, pw, wt,
                                     kh, kw) + bs[oc]
 

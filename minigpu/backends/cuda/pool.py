@@ -29,6 +29,7 @@ from numba import cuda, float32
 from ..contract import View
 from .device import current_stream, empty, launch_1d
 from .memory import full
+from .strided import unravel4
 
 
 
@@ -69,12 +70,7 @@ def maxpool2d_kernel(x, xs, xoff, dims, geom, out, argmax):
     kh, kw, sh, sw, ph, pw = geom
     start, step = cuda.grid(1), cuda.gridsize(1)
     for i in range(start, out.size, step):
-        ow = i % ow_
-        t = i // ow_
-        oh = t % oh_
-        t //= oh_
-        c = t % c_
-        n = t // c_
+        n, c, oh, ow = unravel4(i, c_, oh_, ow_)
         base = xoff + n * xs[0] + c * xs[1]
         h0 = oh * sh - ph
         w0 = ow * sw - pw
@@ -125,12 +121,7 @@ def maxpool2d_backward_kernel(g, gs, goff, am, ams, amoff, dims, grad_x):
     plane = h_ * w_
     start, step = cuda.grid(1), cuda.gridsize(1)
     for i in range(start, oh_ * ow_ * c_ * n_, step):
-        ow = i % ow_
-        t = i // ow_
-        oh = t % oh_
-        t //= oh_
-        c = t % c_
-        n = t // c_
+        n, c, oh, ow = unravel4(i, c_, oh_, ow_)
         at = am[amoff + n * ams[0] + c * ams[1] + oh * ams[2] + ow * ams[3]]
         if 0 <= at < plane:
             cuda.atomic.add(grad_x, (n * c_ + c) * plane + at,
@@ -179,12 +170,7 @@ def avgpool2d_kernel(x, xs, xoff, dims, geom, count_include_pad, out):
     kh, kw, sh, sw, ph, pw = geom
     start, step = cuda.grid(1), cuda.gridsize(1)
     for i in range(start, out.size, step):
-        ow = i % ow_
-        t = i // ow_
-        oh = t % oh_
-        t //= oh_
-        c = t % c_
-        n = t // c_
+        n, c, oh, ow = unravel4(i, c_, oh_, ow_)
         base = xoff + n * xs[0] + c * xs[1]
         h0 = oh * sh - ph
         w0 = ow * sw - pw
@@ -235,12 +221,7 @@ def avgpool2d_backward_kernel(g, gs, goff, dims, geom, count_include_pad, grad_x
     kh, kw, sh, sw, ph, pw = geom
     start, step = cuda.grid(1), cuda.gridsize(1)
     for i in range(start, grad_x.size, step):
-        w = i % w_
-        t = i // w_
-        h = t % h_
-        t //= h_
-        c = t % c_
-        n = t // c_
+        n, c, h, w = unravel4(i, c_, h_, w_)
         base = goff + n * gs[0] + c * gs[1]
         acc = float32(0)
         for ki in range(kh):

@@ -10,16 +10,27 @@ two shapes of the problem:
 * ``inner == 1`` -> **row kernel**: one block per output; its threads stride over the row
   (coalesced), combine in registers, then combine across the block. Rows shorter than a warp
   go to the column kernel instead (one thread per row, ``inner == 1``).
+  **Split rows (two passes).** One block per row cannot fill the GPU when the rows are few:
+  ``x.sum()`` of a 1-D tensor is ONE row, so one block on one of the H200's 132 SMs would read
+  all of it. When the rows are fewer than half of one full wave of blocks (``row_plan``: a
+  wave is SMs x resident blocks per SM, 132 x 8 = 1056 blocks of 256 threads) and long enough
+  (``MIN_SPLIT_WORK`` elements per thread at least), the same row kernel runs on a 2-D grid
+  (rows, splits): block (r, s) reduces the s-th contiguous chunk of row r into a partials
+  buffer (rows, splits); a second launch of the row kernel reduces the partials (rows, splits)
+  -> (rows,). Every SM streams its share of the input at once; the extra launch and the
+  partials cost a few microseconds, nothing next to reading 400 MB. ``argreduce`` does the
+  same with (value, index) pairs (pass 2 reads the indices of pass 1, ties -> first index).
 * ``inner > 1``  -> **column kernel**: one thread per output column walking down ``K``;
   neighbouring threads read neighbouring columns, so every warp's load is coalesced. When the
   columns are few and ``K`` is long, a second block dimension splits ``K`` too.
 
 bool inputs are reduced as their uint8 bytes (``sum`` of bools is ``any``, i.e. ``max``).
-Launch sizes are host-side choices (``row_block``, ``column_config``) that callers may override
-with keyword-only arguments; under the simulator the default block cap is 64 threads instead of
-256 (same kernels; ``PRODUCTION_BLOCK`` is tested explicitly).
+Launch sizes are host-side choices (``row_plan``, ``column_config``) that callers may override
+with keyword-only arguments (``max_block``, ``split``, ``row_split``, ``shuffle``); under the
+simulator the default block cap is 64 threads instead of 256 and the heuristic assumes
+``SIM_SMS`` SMs (same kernels; ``PRODUCTION_BLOCK`` and the H200 plan are tested explicitly).
 
-The teaching ladder (``SUM_LADDER``, benchmarked in issue 7) sums a 1-D vector five ways; each
+The teaching ladder (``SUM_LADDER``, benchmarked in issue 7) sums a 1-D vector six ways; each
 rung fixes the bottleneck of the one before (after M. Harris, "Optimizing Parallel Reduction
 in CUDA"):
 
@@ -31,9 +42,14 @@ in CUDA"):
                       thread idles in the first tree step.
 (d) ``shuffle_tail``  the last 32 partial sums are combined with ``shfl_down_sync`` inside
                       one warp: no shared memory and no barriers for the last 5 steps.
-(e) ``warp_shuffle``  (the production design) every thread first accumulates many elements
-                      in a register (grid-stride loop), every warp reduces with shuffles, and
-                      one barrier joins the per-warp partials: O(1) barriers per block.
+(e) ``warp_shuffle``  (the production block design) every thread first accumulates many
+                      elements in a register (grid-stride loop), every warp reduces with
+                      shuffles, and one barrier joins the per-warp partials: O(1) barriers per
+                      block.
+(f) ``grid_two_pass`` the production path, ``reduce``: (e)'s block reduction on a grid sized
+                      to one full wave of the GPU (each block one contiguous chunk), then one
+                      block over the partials: two launches for any n (one when n is too
+                      short to split), and the same path serves every few-long-rows reduction.
 
 Warp intrinsics: on a real GPU they always exist. Numba's stock CUDA simulator lacks them;
 ``simulator.py`` adds them. ``WARP_SHUFFLE`` records, once at import, whether they can be used,
@@ -42,6 +58,7 @@ and the production kernels fall back to the pure shared-memory tree when they ca
 from __future__ import annotations
 
 import functools
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -57,6 +74,14 @@ PRODUCTION_BLOCK = 256   # threads per block on a GPU
 # kernels, other factory parameters); tests pass max_block=PRODUCTION_BLOCK to run the real one.
 MAX_BLOCK = 64 if SIMULATOR else PRODUCTION_BLOCK
 COLUMN_SPLIT = 8         # K-split (block y) of the column kernel for few, long columns
+# Row split (grid y of the row kernel) for few, long rows; see ``row_plan``.
+H200_SMS = 132           # streaming multiprocessors of an H200 (the production target)
+SIM_SMS = 2              # what ``sm_count`` pretends under the simulator (keeps its grids small)
+THREADS_PER_SM = 2048    # resident threads per sm_90 SM (occupancy.H200.max_threads_per_sm)
+BLOCKS_PER_SM = 32       # resident blocks per sm_90 SM, at most
+MIN_SPLIT_WORK = 16      # elements per thread in a split block, at least (else one pass)
+MAX_GRID_Y = 65535       # CUDA's limit on gridDim.y (the splits of a row)
+NO_INDEX = 2 ** 62       # argreduce's "no element yet": loses every tie to a real index
 LADDER_MAX_GRID = 1024   # blocks of the grid-stride ladder rung (e)
 
 
@@ -293,26 +318,37 @@ def row_reduce_kernel(op, dtype, block, shuffle):
     nbtype = _nb(dtype)
 
     @cuda.jit
-    def row_reduce(x, K, ident, out):
-        """out[row] = op over x[row, :] for a dense (rows, K) input.
+    def row_reduce(x, K, chunk, ident, out):
+        """out[row, part] = op over x[row, part*chunk : (part+1)*chunk] for a dense (rows, K)
+        input; out is (rows, splits) with splits = gridDim.y.
 
-        Thread mapping: one block per row (grid = rows, 1-D block of ``block`` threads);
-        thread t combines x[row, t], x[row, t+block], ... in a register (the "first add during
-        load", generalised to any K), then the block combines the ``block`` partials
-        (``block_allreduce``: warp shuffles + one barrier, or the shared tree without them).
-        Memory: each step of the strided loop is one coalesced load per warp; shared memory
-        holds only the per-warp (or per-thread) partials. Faster than the ladder's rungs
-        because each thread does O(K/block) work in registers before any synchronisation."""
+        Thread mapping: grid (rows, splits), 1-D block of ``block`` threads; block (row, part)
+        owns one contiguous chunk of its row (``chunk`` = K and one split: the whole row, the
+        plain one-block-per-row launch). Thread t combines chunk elements t, t+block, ... in a
+        register (the "first add during load", generalised to any length), then the block
+        combines the ``block`` partials (``block_allreduce``: warp shuffles + one barrier, or
+        the shared tree without them).
+        Memory: each step of the strided loop is one coalesced load per warp (chunks are
+        multiples of ``block``, so every block starts aligned); shared memory holds only the
+        per-warp (or per-thread) partials. Faster than the ladder's rungs because each thread
+        does O(chunk/block) work in registers before any synchronisation.
+        Split rows (splits > 1; ``row_plan``): when the rows are too few to fill the GPU (one
+        row for ``x.sum()``), the row is cut into ``splits`` chunks so that one wave of blocks
+        keeps every SM streaming; this launch writes the (rows, splits) partials and a second
+        launch of this kernel (splits = 1, K = splits) reduces them."""
         scratch = cuda.shared.array(block, nbtype)
         row = cuda.blockIdx.x
+        part = cuda.blockIdx.y
         tid = cuda.threadIdx.x
+        start = part * chunk
+        end = min(start + chunk, K)
         base = row * K
         acc = ident
-        for k in range(tid, K, block):
+        for k in range(start + tid, end, block):
             acc = combine(acc, x[base + k])
         total = allreduce(acc, scratch, ident)
         if tid == 0:
-            out[row] = total
+            out[row * cuda.gridDim.y + part] = total
 
     return row_reduce
 
@@ -363,35 +399,44 @@ def column_reduce_kernel(op, dtype, bx, by):
 
 
 @functools.lru_cache(maxsize=None)
-def row_argreduce_kernel(op, dtype, block, shuffle):
+def row_argreduce_kernel(op, dtype, block, shuffle, indexed=False):
     better = BETTER[op]
     argreduce_block = block_argreduce(op, block, shuffle)
     nbtype = _nb(dtype)
 
     @cuda.jit
-    def row_argreduce(x, K, ident, values, indices):
-        """(values[row], indices[row]) = best (x[row, k], k) of a dense (rows, K) input.
+    def row_argreduce(x, xi, K, chunk, ident, values, indices):
+        """(values[row, part], indices[row, part]) = best (x[row, k], index of k) over the
+        chunk k in [part*chunk, (part+1)*chunk) of a dense (rows, K) input.
 
-        Same mapping as ``row_reduce`` (one block per row, strided coalesced loads, register
-        accumulation), carrying an int64 index beside each value. A thread sees its k in
-        increasing order, so a strict comparison keeps the first of equal values; across
-        threads the tie-break compares indices."""
+        Same mapping as ``row_reduce`` (grid (rows, splits), strided coalesced loads, register
+        accumulation, one chunk per block), carrying an int64 index beside each value: k itself,
+        or with ``indexed`` (a factory constant) the index read from ``xi[row, k]`` -- the
+        second pass of a split row, whose input is the (value, index) pairs of the first (with
+        ``indexed`` False, ``xi`` is not read). A thread sees its k in increasing order and
+        every tie-break compares indices, so equal values resolve to the first index, across
+        threads and across chunks."""
         sv = cuda.shared.array(block, nbtype)
         si = cuda.shared.array(block, numba.int64)
         row = cuda.blockIdx.x
+        part = cuda.blockIdx.y
         tid = cuda.threadIdx.x
+        start = part * chunk
+        end = min(start + chunk, K)
         base = row * K
         best_v = ident
-        best_i = K
-        for k in range(tid, K, block):
+        best_i = NO_INDEX
+        for k in range(start + tid, end, block):
             v = x[base + k]
-            if better(v, k, best_v, best_i):
+            i = xi[base + k] if indexed else k
+            if better(v, i, best_v, best_i):
                 best_v = v
-                best_i = k
-        best_v, best_i = argreduce_block(best_v, best_i, sv, si, ident, K)
+                best_i = i
+        best_v, best_i = argreduce_block(best_v, best_i, sv, si, ident, NO_INDEX)
         if tid == 0:
-            values[row] = best_v
-            indices[row] = best_i
+            slot = row * cuda.gridDim.y + part
+            values[slot] = best_v
+            indices[slot] = best_i
 
     return row_argreduce
 
@@ -463,6 +508,46 @@ def row_block(K, max_block=MAX_BLOCK):
     return _pow2_at_least(K, WARP_SIZE, max_block)
 
 
+@functools.lru_cache(maxsize=None)
+def sm_count():
+    """Streaming multiprocessors of the current GPU (the driver's MULTIPROCESSOR_COUNT, read
+    once); ``SIM_SMS`` under the simulator."""
+    if SIMULATOR:
+        return SIM_SMS
+    return int(cuda.get_current_device().MULTIPROCESSOR_COUNT)
+
+
+class RowPlan(NamedTuple):
+    """How the row kernel covers (rows, K): ``splits`` blocks per row of ``block`` threads,
+    each over ``chunk`` consecutive elements (splits == 1: one pass, chunk == K)."""
+
+    block: int
+    splits: int
+    chunk: int
+
+
+def row_plan(rows, K, max_block=MAX_BLOCK, row_split=None, sms=None) -> RowPlan:
+    """Launch plan of the row kernel. ``row_split`` forces the splits per row (1: one pass);
+    None picks them: one wave is ``sms`` x (resident blocks per SM) blocks (1056 of 256
+    threads on an H200); when ``rows`` fill less than half of it, each row gets
+    ``wave // rows`` splits (the grid stays within one wave: no tail), but never so many that
+    a thread gets fewer than ``MIN_SPLIT_WORK`` elements. Chunks are multiples of ``block``
+    (aligned, coalesced starts); the splits are then recounted so that none is empty."""
+    block = row_block(K, max_block)
+    if row_split is None:
+        sms = sm_count() if sms is None else sms
+        wave = sms * min(BLOCKS_PER_SM, max(1, THREADS_PER_SM // block))
+        splits = min(wave // rows, K // (block * MIN_SPLIT_WORK))
+    else:
+        splits = row_split
+    splits = max(1, min(splits, MAX_GRID_Y, -(-K // block)))
+    if splits == 1:
+        return RowPlan(block, 1, K)
+    chunk = -(-K // splits)
+    chunk = -(-chunk // block) * block
+    return RowPlan(block, -(-K // chunk), chunk)
+
+
 def _use_shuffle(shuffle, block, dtype):
     """Shuffles need whole warps and move 32/64-bit registers (no 1-byte bool/uint8 lanes:
     those take the shared-memory tree)."""
@@ -489,9 +574,12 @@ def _as_numeric(v: View):
     return v, False
 
 
-def reduce(op, x: View, axes, *, max_block=None, split=None, shuffle=None):
+def reduce(op, x: View, axes, *, max_block=None, split=None, row_split=None, shuffle=None):
     """Contract ``reduce``. The keyword-only arguments override the launch configuration
-    (tests run small blocks; benchmarks compare variants); None means production."""
+    (tests run small blocks; benchmarks compare variants); None means production:
+    ``max_block`` threads per block at most, ``split`` the column kernel's K-split,
+    ``row_split`` the blocks per row of the row kernel (``row_plan``), ``shuffle`` warp
+    shuffles or the shared-memory tree."""
     axes = tuple(axes)
     max_block = MAX_BLOCK if max_block is None else max_block
     split = COLUMN_SPLIT if split is None else split
@@ -502,22 +590,33 @@ def reduce(op, x: View, axes, *, max_block=None, split=None, shuffle=None):
     if is_bool and op == "sum":
         op = "max"
     dtype = np.dtype(v.dtype)
-    if n_out == 0 or x.numel == 0:
-        out = empty(n_out, dtype)
+    if n_out == 0 or x.numel == 0:  # an empty sum is 0 (max/min of nothing: ops raise first)
+        out = memory.full(n_out, identity(op, dtype), dtype)
     else:
         buf, outer, K, inner = canonical(v, axes)
-        out = _launch_reduce(op, buf, outer, K, inner, dtype, max_block, split, shuffle)
+        out = _launch_reduce(op, buf, outer, K, inner, dtype, max_block, split, row_split,
+                             shuffle)
     return out.view(np.bool_) if is_bool else out
 
 
-def _launch_reduce(op, buf, outer, K, inner, dtype, max_block, split, shuffle):
+def _launch_reduce(op, buf, outer, K, inner, dtype, max_block, split, row_split, shuffle):
     out = empty(outer * inner, dtype)
     ident = identity(op, dtype)
     stream = current_stream()
     if inner == 1 and not _short_rows(K, max_block):
-        block = row_block(K, max_block)
-        kernel = row_reduce_kernel(op, dtype, block, _use_shuffle(shuffle, block, dtype))
-        kernel[outer, block, stream](buf, K, ident, out)
+        plan = row_plan(outer, K, max_block, row_split)
+
+        def row_pass(src, length, chunk, splits, dst, block):
+            kernel = row_reduce_kernel(op, dtype, block, _use_shuffle(shuffle, block, dtype))
+            kernel[(outer, splits), block, stream](src, length, chunk, ident, dst)
+
+        if plan.splits == 1:
+            row_pass(buf, K, K, 1, out, plan.block)
+        else:  # pass 1: (outer, splits) partials; pass 2: reduce each row of partials
+            partials = empty(outer * plan.splits, dtype)
+            row_pass(buf, K, plan.chunk, plan.splits, partials, plan.block)
+            row_pass(partials, plan.splits, plan.splits, 1, out,
+                     row_block(plan.splits, max_block))
     else:
         ncols = outer * inner
         bx, by = column_config(K, ncols, split, max_block)
@@ -526,8 +625,10 @@ def _launch_reduce(op, buf, outer, K, inner, dtype, max_block, split, shuffle):
     return out
 
 
-def argreduce(op, x: View, axis, *, max_block=None, shuffle=None):
-    """Contract ``argreduce``: (values, int64 indices) of the max/min along ``axis``."""
+def argreduce(op, x: View, axis, *, max_block=None, row_split=None, shuffle=None):
+    """Contract ``argreduce``: (values, int64 indices) of the max/min along ``axis``. Keywords
+    as for ``reduce``; a split row's second pass reduces the first pass's (value, index)
+    pairs."""
     max_block = MAX_BLOCK if max_block is None else max_block
     shuffle = WARP_SHUFFLE if shuffle is None else shuffle
     v, is_bool = _as_numeric(x)
@@ -539,9 +640,23 @@ def argreduce(op, x: View, axis, *, max_block=None, shuffle=None):
         buf, outer, K, inner = canonical(v, (axis,))
         stream = current_stream()
         if inner == 1 and not _short_rows(K, max_block):
-            block = row_block(K, max_block)
-            kernel = row_argreduce_kernel(op, dtype, block, _use_shuffle(shuffle, block, dtype))
-            kernel[outer, block, stream](buf, K, identity(op, dtype), values, indices)
+            plan = row_plan(outer, K, max_block, row_split)
+            ident = identity(op, dtype)
+
+            def row_pass(src, src_i, length, chunk, splits, dst, dst_i, block, indexed):
+                kernel = row_argreduce_kernel(op, dtype, block,
+                                              _use_shuffle(shuffle, block, dtype), indexed)
+                kernel[(outer, splits), block, stream](src, src_i, length, chunk, ident, dst,
+                                                       dst_i)
+
+            if plan.splits == 1:  # (indices stands in for the unread index input)
+                row_pass(buf, indices, K, K, 1, values, indices, plan.block, False)
+            else:
+                pv = empty(outer * plan.splits, dtype)
+                pi = empty(outer * plan.splits, np.int64)
+                row_pass(buf, pi, K, plan.chunk, plan.splits, pv, pi, plan.block, False)
+                row_pass(pv, pi, plan.splits, plan.splits, 1, values, indices,
+                         row_block(plan.splits, max_block), True)
         else:
             ncols = outer * inner
             block = _pow2_at_least(ncols, WARP_SIZE, max_block)
@@ -742,12 +857,28 @@ def sum_warp_shuffle(x: View, block=MAX_BLOCK, max_grid=LADDER_MAX_GRID):
     return _ladder_run(sum_warp_shuffle_kernel, 1, max_grid, x, block)
 
 
+def sum_grid_two_pass(x: View, block=MAX_BLOCK, splits=None):
+    """(f) The production ``reduce("sum")`` of the whole vector: a 1-D vector is one row, so
+    ``row_plan`` splits it over one wave of blocks (``row_reduce`` on a (1, splits) grid,
+    each block one contiguous, block-aligned chunk, (e)'s register loop and shuffle
+    reduction), then one more ``row_reduce`` block reduces the ``splits`` partials. Versus
+    (e): the grid comes from the device (SMs x resident blocks per SM, so every SM is busy
+    and no tail wave is left) instead of a fixed cap, and the same two-pass path serves any
+    (rows, K) reduction whose rows are too few to fill the GPU, not only a vector. A vector
+    too short to split (n < 2 x block x ``MIN_SPLIT_WORK``) takes one pass. ``splits``
+    forces the number of chunks."""
+    if x.numel == 0:
+        return memory.full(1, 0, x.dtype)
+    return reduce("sum", x, tuple(range(len(x.shape))), max_block=block, row_split=splits)
+
+
 SUM_LADDER = {
     "interleaved": sum_interleaved,
     "sequential": sum_sequential,
     "first_add": sum_first_add,
     "shuffle_tail": sum_shuffle_tail,
     "warp_shuffle": sum_warp_shuffle,
+    "grid_two_pass": sum_grid_two_pass,
 }
 # Rungs that need warp intrinsics (skipped under a simulator without them).
 SHUFFLE_RUNGS = ("shuffle_tail", "warp_shuffle")

@@ -18,3 +18,15 @@ def strided_offset(i, shape, strides, offset):
         pos += (i % extent) * strides[d]
         i //= extent
     return pos
+
+
+@cuda.jit(device=True, inline=True)
+def unravel4(i, d1, d2, d3):
+    """The (a, b, c, d) coordinates of row-major element i of an (*, d1, d2, d3) array, e.g.
+    (n, c, h, w) of an NCHW tensor: d is the fastest-moving, so consecutive threads of a
+    grid-stride loop get neighbouring d and their accesses coalesce."""
+    d = i % d3
+    t = i // d3
+    c = t % d2
+    t //= d2
+    return t // d1, t % d1, c, d  # (a, b, c, d)
