@@ -357,7 +357,7 @@ LESSONS = [
            lesson_bank_conflicts),
     Lesson("reduction", "the reduction ladder",
            "reduce.py SUM_LADDER: interleaved -> sequential -> first_add -> shuffle_tail -> "
-           "warp_shuffle", lesson_reduction),
+           "warp_shuffle -> grid_two_pass", lesson_reduction),
     Lesson("matmul", "the matmul ladder",
            "matmul.py MATMUL_LADDER: naive -> coalesced -> tiled -> register_tiled",
            lesson_matmul),

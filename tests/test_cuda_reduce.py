@@ -195,7 +195,8 @@ def test_row_plan_splits_few_long_rows():
     K = 100_000_000
     plan = R.row_plan(1, K, block, sms=sms)
     assert plan.block == block and plan.splits == sms * 8 == 1056
-    assert plan.chunk % block == 0 and (plan.splits - 1) * plan.chunk < K <= plan.splits * plan.chunk
+    assert plan.chunk % block == 0
+    assert (plan.splits - 1) * plan.chunk < K <= plan.splits * plan.chunk   # none empty
     assert R.row_plan(100, K // 100, block, sms=sms).splits == 10   # 1000 blocks <= one wave
     assert R.row_plan(600, 1 << 20, block, sms=sms).splits == 1     # > half a wave already
     assert R.row_plan(1, 4000, block, sms=sms).splits == 1          # < 2 * 256 * 16 elements

@@ -666,7 +666,7 @@ def argreduce(op, x: View, axis, *, max_block=None, row_split=None, shuffle=None
     return (values.view(np.bool_) if is_bool else values), indices
 
 
-# --- the teaching ladder: five ways to sum a vector --------------------------------------------
+# --- the teaching ladder: six ways to sum a vector ---------------------------------------------
 @functools.lru_cache(maxsize=None)
 def sum_interleaved_kernel(dtype, block):
     nbtype = _nb(dtype)
