@@ -623,12 +623,13 @@ def _set(owner, name, value):
 def install() -> bool:
     """Patch the CUDA simulator in place (idempotent). True when the patches are active; False
     when not running under ``NUMBA_ENABLE_CUDASIM=1`` or when the simulator's internals differ
-    from what this module expects (then it warns once and leaves the simulator stock)."""
+    from what this module expects (then it warns once and leaves the simulator stock).
+    ``MINIGPU_STOCK_SIMULATOR=1`` skips the patches (to compare with the stock simulator)."""
     global _installed, _warned, _SIM_DIR, _sim
     if _installed:
         return True
     from numba import cuda
-    if not cuda.config.ENABLE_CUDASIM:
+    if not cuda.config.ENABLE_CUDASIM or os.environ.get("MINIGPU_STOCK_SIMULATOR") == "1":
         return False
     try:
         from numba.cuda.simulator import kernel as kernel_mod, kernelapi
