@@ -40,27 +40,28 @@ from minigpu.utils.data import DataLoader, TensorDataset  # noqa: E402
 DEMO = "train_lstm"
 DEFAULTS = {  # per task: epochs, hidden size, batch size, learning rate
     "rows": dict(epochs=25, hidden=128, batch_size=32, lr=5e-3),
-    "charlm": dict(epochs=6, hidden=128, batch_size=32, lr=5e-3),
+    "charlm": dict(epochs=8, hidden=128, batch_size=32, lr=1e-2),
 }
 
 
 def parse_args(argv=None):
     parser = du.make_parser(DEMO, "LSTM on digit rows (--task rows) or a character-level "
                                   "language model (--task charlm)",
-                            default_epochs="rows 25, charlm 6")
+                            default_epochs="rows 25, charlm 8")
     parser.add_argument("--task", choices=tuple(DEFAULTS), default="rows")
     parser.add_argument("--hidden", type=du.positive_int, default=None,
                         help="LSTM hidden size (default: 128)")
     parser.add_argument("--batch-size", type=du.positive_int, default=None,
                         help="default: 32")
     parser.add_argument("--lr", type=du.positive_float, default=None,
-                        help="Adam's peak learning rate, cosine decay (default: 5e-3)")
+                        help="Adam's peak learning rate, cosine decay (default: rows 5e-3, "
+                             "charlm 1e-2)")
     parser.add_argument("--bidirectional", action="store_true",
                         help="rows: a bidirectional LSTM (charlm must not see the future)")
     charlm = parser.add_argument_group("charlm")
     charlm.add_argument("--seq-len", type=du.positive_int, default=48,
                         help="characters per training sequence (truncated BPTT length)")
-    charlm.add_argument("--steps-per-epoch", type=du.positive_int, default=50)
+    charlm.add_argument("--steps-per-epoch", type=du.positive_int, default=100)
     charlm.add_argument("--embed", type=du.positive_int, default=32,
                         help="character embedding size")
     charlm.add_argument("--temperature", type=du.positive_float, default=0.7,
