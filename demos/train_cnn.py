@@ -153,7 +153,7 @@ def main(argv=None):
     wrong = np.flatnonzero(preds != labels)[:32]
     if len(wrong):
         du.image_grid([images[i] for i in wrong], out / "misclassified.png",
-                      titles=[f"{labels[i]}→{preds[i]}" for i in wrong],
+                      titles=[f"{labels[i]}→{preds[i]}" for i in wrong], scale=1.4,
                       title=f"{int((preds != labels).sum())} of {len(labels)} test digits "
                             f"misclassified (true→predicted)")
 

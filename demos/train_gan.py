@@ -4,9 +4,9 @@ Generator ``Linear(100, 256) -> ReLU -> Linear(256, 64) -> Tanh`` turns a latent
 image (pixels in [-1, 1]); discriminator ``Linear(64, 256) -> LeakyReLU(0.2) -> Linear(256, 1)
 -> Sigmoid`` says how likely an image is real. Both train with ``BCELoss`` and
 ``Adam(lr=0.0002)`` (with beta1 = 0.5, as DCGAN recommends: ``--beta1 0.9`` is the source's
-PyTorch default and collapses onto fewer digits): per iteration ``--d-steps`` discriminator updates on a real batch and a
-``fake_data.detach()`` batch (the generator gets no gradient from them), then one generator
-update that labels its fakes as real.
+PyTorch default and collapses onto fewer digits). Per iteration: ``--d-steps`` discriminator
+updates on a real batch and a ``fake_data.detach()`` batch (the generator gets no gradient
+from them), then one generator update that labels its fakes as real.
 
     python demos/train_gan.py
 
@@ -152,7 +152,7 @@ def sample_scores(classifier, images, batch=500):
     marginal = probs.mean(axis=0)
     kl = (probs * (np.log(probs + 1e-12) - np.log(marginal + 1e-12))).sum(axis=1).mean()
     return dict(confidence=float(probs.max(axis=1).mean()),
-                class_entropy=float(-(nz * np.log(nz)).sum()),
+                class_entropy=float(-(nz * np.log(nz)).sum()) + 0.0,  # no -0.0
                 classes_covered=int((hist >= 0.01).sum()),
                 inception_score=float(math.exp(kl)),
                 class_histogram=[int(c) for c in counts])
@@ -199,6 +199,9 @@ def main(argv=None):
     if args.smoke:
         hidden, batch_size, num_eval = 8, 4, 8
         x_real = x_real[:4 * d_steps]
+    if batch_size * d_steps > x_real.shape[0]:
+        raise SystemExit(f"train_gan.py: error: --batch-size {batch_size} x --d-steps {d_steps} "
+                         f"needs more than the {x_real.shape[0]} training digits")
     real = x_real.reshape(-1, 64) * 2 - 1  # pixels to [-1, 1], the range of Tanh
 
     # The same seed builds the generator twice: one to train, one kept untrained for reference.

@@ -24,7 +24,6 @@ from __future__ import annotations
 import math
 import os
 import sys
-from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -238,6 +237,9 @@ def run_charlm(args):
     if args.smoke:
         seq_len, batch_size, hidden, embed = 4, 2, 4, 4
         steps_per_epoch, sample_chars, val_batches = 2, 4, 1
+    if seq_len + 2 > len(val_codes):
+        raise SystemExit(f"train_lstm.py: error: --seq-len {seq_len} is longer than the "
+                         f"{len(val_codes)} held-out characters")
     model = CharLM(vocab, embed, hidden).to(device)
     n_params = sum(p.numel() for p in model.parameters())
     print(f"corpus: {len(codes)} characters, vocabulary {vocab}, unigram entropy "

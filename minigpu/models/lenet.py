@@ -54,7 +54,9 @@ class LeNet5(nn.Module):
         layers = [nn.Flatten()]
         if dropout:
             layers.append(nn.Dropout(dropout))
-        layers += [nn.Linear(c2 * side * side, h1), act(), nn.Linear(h1, h2), act(), nn.Linear(h2, num_classes)]
+        layers += [nn.Linear(c2 * side * side, h1), act(),
+                   nn.Linear(h1, h2), act(),
+                   nn.Linear(h2, num_classes)]
         self.classifier = nn.Sequential(*layers)
 
     def forward(self, x):

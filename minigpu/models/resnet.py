@@ -68,7 +68,7 @@ class ResNet(nn.Module):
         self.bn1 = nn.BatchNorm2d(widths[0])
         self.relu = nn.ReLU()
         stages, planes = [], widths[0]
-        for i, (count, width) in enumerate(zip(blocks, widths)):
+        for i, (count, width) in enumerate(zip(blocks, widths, strict=True)):
             stage = []
             for j in range(count):
                 stage.append(BasicBlock(planes, width, stride=2 if (i > 0 and j == 0) else 1))
