@@ -2,7 +2,6 @@
 cpu, and the cpu and cuda devices agreeing step by step on tiny models (the simulator is slow:
 batch 2, 8x8 inputs, a handful of channels)."""
 import math
-import os
 
 import numpy as np
 import pytest
@@ -162,20 +161,13 @@ def _need_cuda():
         pytest.skip("the cuda device is not available (no GPU and NUMBA_ENABLE_CUDASIM unset)")
 
 
-# ResNet and GoogLeNet take 20-30 s per test on the simulator: run them on a GPU, or with
-# MINIGPU_SLOW=1 (their building blocks are checked on cuda below either way).
-_slow_on_simulator = pytest.mark.skipif(
-    os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" and not os.environ.get("MINIGPU_SLOW"),
-    reason="slow on the CUDA simulator; set MINIGPU_SLOW=1 to run")
-
-
 @pytest.mark.parametrize("build", [
     lambda: LeNet5(1, 10, 8, channels=(2, 4), hidden=(8, 8)),
     lambda: VGG([2, "M", 4, "M"], 1, 10, 8, batch_norm=True, hidden=8, dropout=0.0),
     pytest.param(lambda: ResNet((1, 1), (2, 4), 1, 10, 8),
-                 marks=[pytest.mark.slow, _slow_on_simulator]),
+                 marks=pytest.mark.slow),
     pytest.param(lambda: GoogLeNet(1, 10, 8, width=1, dropout=0.0),
-                 marks=[pytest.mark.slow, _slow_on_simulator]),
+                 marks=pytest.mark.slow),
 ], ids=["lenet5", "vgg_bn", "resnet", "googlenet"])
 def test_cuda_matches_cpu(build):
     """The same model (same seed) on cpu and on cuda: same losses, same updated weights."""
