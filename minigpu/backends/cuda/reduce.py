@@ -700,28 +700,22 @@ def sum_interleaved_kernel(dtype, block):
 @functools.lru_cache(maxsize=None)
 def sum_sequential_kernel(dtype, block):
     nbtype = _nb(dtype)
+    tree = block_allreduce("sum", block, False)
 
     @cuda.jit
     def sum_sequential(x, n, zero, out):
         """(b) out[b] = sum of x[b*block : (b+1)*block].
 
-        Same mapping as (a); the tree halves s from block/2 and threads tid < s add
-        sdata[tid + s]. Active threads are contiguous: whole warps are either all active or
-        all idle (no divergence until s < 32), and a warp reads 32 consecutive words (no bank
-        conflicts). Still, half the threads idle from the first step on."""
+        Same mapping as (a); the tree (``block_allreduce(shuffle=False)``) halves s from
+        block/2 and threads tid < s add sdata[tid + s]. Active threads are contiguous: whole
+        warps are either all active or all idle (no divergence until s < 32), and a warp reads
+        32 consecutive words (no bank conflicts). Still, half the threads idle from the first
+        step on."""
         sdata = cuda.shared.array(block, nbtype)
-        tid = cuda.threadIdx.x
-        i = cuda.blockIdx.x * block + tid
-        sdata[tid] = x[i] if i < n else zero
-        cuda.syncthreads()
-        s = block // 2
-        while s > 0:
-            if tid < s:
-                sdata[tid] += sdata[tid + s]
-            cuda.syncthreads()
-            s //= 2
-        if tid == 0:
-            out[cuda.blockIdx.x] = sdata[0]
+        i = cuda.blockIdx.x * block + cuda.threadIdx.x
+        total = tree(x[i] if i < n else zero, sdata, zero)
+        if cuda.threadIdx.x == 0:
+            out[cuda.blockIdx.x] = total
 
     return sum_sequential
 
@@ -729,6 +723,7 @@ def sum_sequential_kernel(dtype, block):
 @functools.lru_cache(maxsize=None)
 def sum_first_add_kernel(dtype, block):
     nbtype = _nb(dtype)
+    tree = block_allreduce("sum", block, False)
 
     @cuda.jit
     def sum_first_add(x, n, zero, out):
@@ -738,21 +733,13 @@ def sum_first_add_kernel(dtype, block):
         sum: the grid halves and no thread is idle in what was the first tree step. Tree as
         in (b)."""
         sdata = cuda.shared.array(block, nbtype)
-        tid = cuda.threadIdx.x
-        i = cuda.blockIdx.x * (2 * block) + tid
+        i = cuda.blockIdx.x * (2 * block) + cuda.threadIdx.x
         acc = x[i] if i < n else zero
         if i + block < n:
             acc += x[i + block]
-        sdata[tid] = acc
-        cuda.syncthreads()
-        s = block // 2
-        while s > 0:
-            if tid < s:
-                sdata[tid] += sdata[tid + s]
-            cuda.syncthreads()
-            s //= 2
-        if tid == 0:
-            out[cuda.blockIdx.x] = sdata[0]
+        total = tree(acc, sdata, zero)
+        if cuda.threadIdx.x == 0:
+            out[cuda.blockIdx.x] = total
 
     return sum_first_add
 
