@@ -148,16 +148,25 @@ def pin_memory(batch):
     """The batch with every cpu tensor copied into page-locked host memory (cached blocks from
     ``allocator.pinned_empty``). Tuples, lists and dicts are walked; cuda tensors and other
     objects are returned as they are."""
+    def pin(t):
+        if t.device.type != "cpu" or is_pinned(t):
+            return t
+        out = _pinned_empty(t.numel(), t.dtype)
+        out[...] = t.detach().numpy().reshape(-1)
+        return Tensor._dense(out, t.shape, "cpu")
+
+    return map_tensors(pin, batch)
+
+
+def map_tensors(fn, batch):
+    """``batch`` with ``fn`` applied to every Tensor in it (tuples, lists and dicts are walked;
+    other objects are returned as they are)."""
     if isinstance(batch, Tensor):
-        if batch.device.type != "cpu" or is_pinned(batch):
-            return batch
-        out = _pinned_empty(batch.numel(), batch.dtype)
-        out[...] = batch.detach().numpy().reshape(-1)
-        return Tensor._dense(out, batch.shape, "cpu")
+        return fn(batch)
     if isinstance(batch, dict):
-        return {k: pin_memory(v) for k, v in batch.items()}
+        return {k: map_tensors(fn, v) for k, v in batch.items()}
     if isinstance(batch, (tuple, list)):
-        return type(batch)(pin_memory(v) for v in batch)
+        return type(batch)(map_tensors(fn, v) for v in batch)
     return batch
 
 
@@ -236,17 +245,14 @@ class CudaPrefetcher:
 
     def _to_device(self, batch):
         from ..backends.cuda import streams
-        if isinstance(batch, Tensor):
-            if batch.device.type != "cpu":
-                return batch
-            host = batch._buf if (is_pinned(batch) and batch.is_contiguous()
-                                  and batch._offset == 0
-                                  and batch._buf.size == batch.numel()) \
-                else np.ascontiguousarray(batch.detach().numpy()).reshape(-1)
+
+        def copy(t):
+            if t.device.type != "cpu":
+                return t
+            host = t._buf if (is_pinned(t) and t.is_contiguous() and t._offset == 0
+                              and t._buf.size == t.numel()) \
+                else np.ascontiguousarray(t.detach().numpy()).reshape(-1)
             buf = streams.copy_to_device_async(host, self.copy_stream)
-            return Tensor._dense(buf, batch.shape, self.device)
-        if isinstance(batch, dict):
-            return {k: self._to_device(v) for k, v in batch.items()}
-        if isinstance(batch, (tuple, list)):
-            return type(batch)(self._to_device(v) for v in batch)
-        return batch
+            return Tensor._dense(buf, t.shape, self.device)
+
+        return map_tensors(copy, batch)
