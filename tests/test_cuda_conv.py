@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from minigpu import backends
 from minigpu.backends import contract
-from minigpu.backends.cuda import device, conv
+from minigpu.backends.cuda import device
+from minigpu.lessons import constant_memory as conv
 from strategies import arrays, views
 
 cpu = backends.get("cpu")

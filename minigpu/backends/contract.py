@@ -74,6 +74,17 @@ def is_contiguous(shape, strides) -> bool:
     return True
 
 
+def pair(v) -> tuple:
+    """A conv/pool size argument as (height, width) ints: ``3`` -> (3, 3), ``(3, 5)`` kept."""
+    return (int(v), int(v)) if np.isscalar(v) else (int(v[0]), int(v[1]))
+
+
+def conv_out_size(size, k, stride, pad, dilation=1) -> int:
+    """Output length of a convolution or pooling window sweep along one axis (PyTorch's
+    formula): ``(size + 2*pad - dilation*(k - 1) - 1) // stride + 1``."""
+    return (size + 2 * pad - dilation * (k - 1) - 1) // stride + 1
+
+
 def dense(buf, shape) -> View:
     """The contiguous view of a whole buffer, as returned by every primitive."""
     return View(buf, tuple(shape), contiguous_strides(shape), 0)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from .contract import View, result_dtype
+from .contract import View, conv_out_size, result_dtype
 
 name = "cpu"
 
@@ -185,16 +185,12 @@ def softmax_backward(y, g, log):
 
 
 # --- convolution and pooling --------------------------------------------------------------------
-def _out_size(size, k, s, p, d=1):
-    return (size + 2 * p - d * (k - 1) - 1) // s + 1
-
-
 def _windows(x, kernel, stride, padding, dilation, pad_value):
     """(N, C, kh, kw, OH, OW) strided windows over a padded copy of x."""
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
     n, c, h, w = x.shape
     xp = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=pad_value)
-    oh, ow = _out_size(h, kh, sh, ph, dh), _out_size(w, kw, sw, pw, dw)
+    oh, ow = conv_out_size(h, kh, sh, ph, dh), conv_out_size(w, kw, sw, pw, dw)
     s = xp.strides
     return as_strided(xp, shape=(n, c, kh, kw, oh, ow),
                       strides=(s[0], s[1], s[2] * dh, s[3] * dw, s[2] * sh, s[3] * sw),
@@ -211,7 +207,7 @@ def im2col(x, kernel, stride, padding, dilation=(1, 1)):
 def col2im(cols, x_shape, kernel, stride, padding, dilation=(1, 1)):
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
     n, c, h, w = x_shape
-    oh, ow = _out_size(h, kh, sh, ph, dh), _out_size(w, kw, sw, pw, dw)
+    oh, ow = conv_out_size(h, kh, sh, ph, dh), conv_out_size(w, kw, sw, pw, dw)
     col = array(cols).reshape(n, c, kh, kw, oh, ow)
     out = np.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=cols.dtype)
     for i in range(kh):

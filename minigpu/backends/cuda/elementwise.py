@@ -22,20 +22,10 @@ Lesson 1: the contiguous fast path vs the strided/broadcast path
     after all (an offset slice, a size-1 expand) takes the fast path, and a strided one keeps as
     few dimensions, hence divisions, as possible.
 
-Lesson 2: branch divergence vs predication (``op_leaky_relu_branch`` / ``op_leaky_relu_select``)
-    The 32 threads of a warp share one instruction stream. If some take an ``if`` and the rest
-    the ``else``, the warp runs both arms one after the other with half the lanes masked off.
-    The select form computes the *operand* with a select (``slope = 1 if x > 0 else a``) and
-    then runs one multiply on every lane: nothing to diverge on, by construction. For a body
-    this small the compiler if-converts the branch too (sm_90 PTX: the branch variant computes
-    ``a*x`` on every lane and picks with ``selp``; the select variant picks the slope with
-    ``selp`` and multiplies: three instructions each), so today they cost the same; a real
-    branch survives once the arms store to memory, call functions or loop, and then every
-    mixed warp pays for both arms. Both are built as kernels below (``leaky_relu_branch_dense``,
-    ``leaky_relu_select_dense``) and tested equal. The production path uses the select form:
-    branch-free no matter what the compiler decides, and exact (``x * 1 == x``) with NaN
-    propagation matching NumPy. (The tempting ``max(x, 0) + a * min(x, 0)`` compiles to
-    ``max.f32``/``min.f32``, which *drop* NaNs.)
+leaky_relu: select, not branch
+    ``op_leaky_relu_select`` picks the slope with a select and multiplies on every lane:
+    branch-free by construction, exact (``x * 1 == x``) and NaN-propagating like NumPy. The
+    if/else form it replaced is the divergence lesson (``minigpu/lessons/divergence.py``).
 
 float32 stays float32
     Constants are written ``float32(0)``/``float32(1)`` (a Python ``0.0`` or even ``1`` makes
@@ -53,7 +43,8 @@ import numpy as np
 from numba import cuda, float32
 
 from ..contract import BINARY_OPS, UNARY_OPS, View, result_dtype
-from .device import SIMULATOR, current_stream, empty, launch_1d, scalar
+from .blocks import launch, max_nan, min_nan
+from .device import SIMULATOR, empty, scalar
 from .strided import strided_offset
 
 
@@ -77,18 +68,6 @@ else:
     from math import exp, log, sqrt, tanh
 
 # Unary ops take (x, a, b), binary ops (x, y, a, b); a and b are alpha and beta.
-
-
-@cuda.jit(device=True)
-def max_nan(x, y):
-    """max(x, y) that propagates NaN from either side, like ``numpy.maximum``."""
-    return x if (x > y or x != x) else y
-
-
-@cuda.jit(device=True)
-def min_nan(x, y):
-    """min(x, y) that propagates NaN from either side, like ``numpy.minimum``."""
-    return x if (x < y or x != x) else y
 
 
 @cuda.jit(device=True)
@@ -133,16 +112,6 @@ def op_sigmoid(x, a, b):
 @cuda.jit(device=True)
 def op_relu(x, a, b):
     return float32(0) if x < float32(0) else x  # NaN is not < 0: propagates like np.maximum
-
-
-@cuda.jit(device=True)
-def op_leaky_relu_branch(x, a, b):
-    """Lesson variant (not used in production): an if/else whose arms a warp may split on.
-    Tested equal to :func:`op_leaky_relu_select`; see the module docstring, lesson 2."""
-    if x > float32(0):
-        return x
-    else:
-        return a * x
 
 
 @cuda.jit(device=True)
@@ -317,13 +286,13 @@ def op_clamp_grad(x, y, a, b):
 UNARY = {
     "identity": op_identity, "neg": op_neg, "exp": op_exp, "log": op_log, "sqrt": op_sqrt,
     "tanh": op_tanh, "sigmoid": op_sigmoid, "relu": op_relu,
-    "leaky_relu": op_leaky_relu_select, "leaky_relu_branch": op_leaky_relu_branch,
+    "leaky_relu": op_leaky_relu_select,
     "abs": op_abs, "sign": op_sign, "affine": op_affine, "rdiv": op_rdiv, "pow": op_pow,
     "rpow": op_rpow, "clamp": op_clamp, "gt": op_gt, "ge": op_ge, "lt": op_lt, "le": op_le,
     "eq": op_eq, "ne": op_ne,
 }
-"""Unary op name -> device function. ``identity`` (convert) and ``leaky_relu_branch`` (the
-lesson variant) are extra to ``contract.UNARY_OPS``."""
+"""Unary op name -> device function. ``identity`` (convert) is extra to
+``contract.UNARY_OPS``."""
 
 BINARY = {
     "add": op_add, "sub": op_sub, "mul": op_mul, "div": op_div, "pow": op_pow2,
@@ -337,7 +306,7 @@ assert set(UNARY_OPS) <= set(UNARY) and set(BINARY_OPS) <= set(BINARY)
 
 
 # --- kernel bodies (one per arity and path), instantiated per op by map_kernel ----------------
-def _unary_dense(f):
+def dense_unary_kernel(f):
     @cuda.jit
     def unary_dense(x, xo, out, a, b):
         """out[i] = f(x[xo + i], a, b) over a dense operand.
@@ -438,7 +407,7 @@ def where_strided(c, shape, cs, co, x, xs, xo, y, ys, yo, out):
             out[i] = y[strided_offset(i, shape, ys, yo)]
 
 
-_BODIES = {("unary", "dense"): _unary_dense, ("unary", "strided"): _unary_strided,
+_BODIES = {("unary", "dense"): dense_unary_kernel, ("unary", "strided"): _unary_strided,
            ("binary", "dense"): _binary_dense, ("binary", "strided"): _binary_strided}
 _OPS = {"unary": UNARY, "binary": BINARY}
 
@@ -451,12 +420,6 @@ def map_kernel(kind: str, op: str, path: str):
     argument-type signature (dtype, number of collapsed dimensions) on first launch.
     """
     return _BODIES[kind, path](_OPS[kind][op])
-
-
-# The lesson pair of lesson 2 as named kernels (dense path); ``unary("leaky_relu", ...)``
-# launches the select one.
-leaky_relu_branch_dense = map_kernel("unary", "leaky_relu_branch", "dense")
-leaky_relu_select_dense = map_kernel("unary", "leaky_relu", "dense")
 
 
 # --- host side ------------------------------------------------------------------------------------
@@ -498,11 +461,6 @@ def _alpha(value, dtype):
     return np.int64(value) if value.is_integer() else np.float64(value)
 
 
-def _launch(kernel, n, *args):
-    grid, block = launch_1d(n)
-    kernel[grid, block, current_stream()](*args)
-
-
 def _map(kind, op, views, out, a, b):
     """Launch the dense or strided map of ``op`` over ``views`` (equal shapes) into ``out``."""
     n = out.size
@@ -511,11 +469,11 @@ def _map(kind, op, views, out, a, b):
     shape, strides = collapse_dims(views[0].shape, *(v.strides for v in views))
     if _is_dense(shape, strides):
         args = [arg for v in views for arg in (v.buf, v.offset)]
-        _launch(map_kernel(kind, op, "dense"), n, *args, out, a, b)
+        launch(map_kernel(kind, op, "dense"), n, *args, out, a, b)
     else:
         args = [arg for v, st in zip(views, strides) for arg in (v.buf, st, v.offset)]
         args.insert(1, shape)
-        _launch(map_kernel(kind, op, "strided"), n, *args, out, a, b)
+        launch(map_kernel(kind, op, "strided"), n, *args, out, a, b)
     return out
 
 
@@ -551,10 +509,10 @@ def where(cond: View, x: View, y: View):
     views = (cond, x, y)
     shape, strides = collapse_dims(x.shape, *(v.strides for v in views))
     if _is_dense(shape, strides):
-        _launch(where_dense, n, cond.buf, cond.offset, x.buf, x.offset, y.buf, y.offset, out)
+        launch(where_dense, n, cond.buf, cond.offset, x.buf, x.offset, y.buf, y.offset, out)
     else:
         (cs, xs, ys) = strides
-        _launch(where_strided, n, cond.buf, shape, cs, cond.offset, x.buf, xs, x.offset,
+        launch(where_strided, n, cond.buf, shape, cs, cond.offset, x.buf, xs, x.offset,
                 y.buf, ys, y.offset, out)
     return out
 
