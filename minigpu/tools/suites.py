@@ -60,7 +60,7 @@ def lesson_groups(lesson, ctx) -> list:
         variants, notes = [], {}
         for v in exp.runnable(ctx.smoke):
             label = f"{v.name} ({v.note})"
-            variants.append((label, (lambda v: lambda: v.run(problem))(v)))
+            variants.append((label, (lambda v, p: lambda: v.run(p))(v, problem)))
             if v.name in problem.notes:
                 notes[label] = problem.notes[v.name]
         ref = exp.reference(ctx.ref, problem) if exp.reference and ctx.ref else None
