@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from minigpu.backends import cpu_optim
+from minigpu.backends.cpu import optim as cpu_optim
 from minigpu.backends.cuda import device, memory, optim
 from minigpu.lessons.fusion import adam_step_unfused_
 

@@ -13,7 +13,7 @@ order (``numel(shape)`` elements). Only the ``*_`` primitives write into an exis
 Buffers are ``numpy.ndarray`` on ``cpu`` and numba device arrays on ``cuda``. Supported dtypes:
 float32 (default), float64 (gradchecks), int64 (indices, class targets) and bool (masks).
 
-``cpu.py`` is the reference implementation: the tests compare ``cuda`` to it primitive by
+``cpu/`` is the reference implementation: the tests compare ``cuda`` to it primitive by
 primitive. Every name in :data:`PRIMITIVES` must exist in every backend module.
 """
 from __future__ import annotations
@@ -201,7 +201,7 @@ PRIMITIVES = {
                   "weight_decay): PyTorch Adam (L2 weight decay, bias-corrected), in place",
     # --- random: counter-based, so a (seed, offset) pair gives the same numbers on every
     # backend. bits(i, s) = mix32(uint32(offset + i) ^ mix32(uint32(seed + s*0x9E3779B9)))
-    # with mix32 the 'lowbias32' hash (cpu._mix32); s selects one of three streams.
+    # with mix32 the 'lowbias32' hash (cpu/random.py mix32); s selects one of three streams.
     "random_uniform": "random_uniform(n, seed, offset, dtype) -> buf: (bits(i,0) >> 8) * 2**-24",
     "random_normal": "random_normal(n, seed, offset, dtype) -> buf: Box-Muller, "
                      "u1 = ((bits(i,1) >> 8) + 1) * 2**-24, u2 = (bits(i,2) >> 8) * 2**-24, "
