@@ -45,7 +45,7 @@ from ..backends.cuda.elementwise import (binary, op_identity, op_leaky_relu_sele
                                          op_sigmoid, op_tanh, unary)
 from ..backends.cuda.lstm import lstm_cell
 from ..backends.cuda.memory import assign_
-from ..backends.cuda.optim import adam_scalars, adam_step_, check_buffers
+from ..backends.cuda.optim import adam_plan, adam_step_
 from .record import Experiment, KernelSpec, Lesson, Problem, Variant
 
 ACTIVATIONS = {"identity": op_identity, "relu": op_relu, "leaky_relu": op_leaky_relu_select,
@@ -170,13 +170,12 @@ def adam_step_unfused_(param_buf, grad_buf, exp_avg_buf, exp_avg_sq_buf, step, l
     """The same Adam step as :func:`adam_step_`, as five separate elementwise launches (one
     per line of the rule). Same arithmetic in the same order, so the same results; 15
     global-memory passes and two n-element temporaries instead of 7 passes and none."""
-    n, dtype = check_buffers(param_buf, grad_buf, exp_avg_buf, exp_avg_sq_buf)
-    if n == 0:
+    plan = adam_plan(param_buf, grad_buf, exp_avg_buf, exp_avg_sq_buf, step, lr, beta1, beta2,
+                     eps, weight_decay, block, max_blocks)
+    if plan is None:
         return
-    b1, omb1, b2, omb2, step_size, bc2_sqrt, eps_, wd = adam_scalars(
-        step, lr, beta1, beta2, eps, weight_decay, dtype)
-    grid, blk = launch_1d(n, block, max_blocks)
-    launch = (grid, blk, current_stream())
+    launch, (b1, omb1, b2, omb2, step_size, bc2_sqrt, eps_, wd) = plan
+    n, dtype = param_buf.size, param_buf.dtype
     d = grad_buf
     if weight_decay != 0:                                       # d = g + wd*p
         d = empty(n, dtype)

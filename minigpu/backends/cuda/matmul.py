@@ -5,22 +5,11 @@ Operands are strided views: A is (B, M, K) and B is (B, K, N) with *any* strides
 transposed operand (``x @ W.T``: B's k stride is 1) and a broadcast batch (batch stride 0)
 cost no copy. C is a new dense (B, M, N) buffer.
 
-The ladder (each kernel's docstring says what it fixes; 1-3 live in the lesson):
-
-1. ``matmul_naive``          one thread per C element, threadIdx.x along M: a warp reads 32
-                             different rows of A (32 separate transactions) and writes C with
-                             stride N. Correct, and memory-bound at a fraction of bandwidth.
-2. ``matmul_coalesced``      the same work with threadIdx.x along N: a warp reads one A element
-                             (broadcast) and 32 consecutive B elements (one transaction), and
-                             writes 32 consecutive C elements.
-3. ``matmul_tiled``          TILE x TILE tiles of A and B staged in shared memory: every global
-                             element is loaded once per tile instead of once per thread,
-                             cutting global traffic by TILE.
-4. ``matmul_register_tiled`` (production) BM x BK and BK x BN tiles in shared memory, and each
-                             thread computes a TM x TN micro-tile of C in registers: per k step
-                             it loads TM + TN shared values and does TM*TN FMAs, so shared-memory
-                             bandwidth stops being the limit (arithmetic intensity TM*TN/(TM+TN)
-                             instead of 1/2).
+The kernel: BM x BK and BK x BN tiles in shared memory, and each thread computes a TM x TN
+micro-tile of C in registers: per k step it loads TM + TN shared values and does TM*TN FMAs, so
+shared-memory bandwidth stops being the limit (arithmetic intensity TM*TN/(TM+TN) instead of
+the 1/2 of one C element per thread). The rungs before it (naive, coalesced, shared tiles) and
+what each fixes are the matmul lesson's.
 
 Edge tiles: loads outside the matrix store 0 into the shared tile (the additive identity),
 so any M, N, K works (1 included) and no thread ever reads shared memory it did not fill;

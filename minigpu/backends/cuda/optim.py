@@ -144,15 +144,24 @@ def adam_kernel(p, g, m, v, beta1, one_minus_beta1, beta2, one_minus_beta2, step
         p[i] = pi - step_size * mi / (math.sqrt(vi) / bc2_sqrt + eps)
 
 
+def adam_plan(param_buf, grad_buf, exp_avg_buf, exp_avg_sq_buf, step, lr, beta1, beta2, eps,
+              weight_decay, block=None, max_blocks=None):
+    """((grid, block, stream), the typed scalars of :func:`adam_scalars`) for one Adam step
+    over the four buffers, or None when they are empty."""
+    n, dtype = check_buffers(param_buf, grad_buf, exp_avg_buf, exp_avg_sq_buf)
+    if n == 0:
+        return None
+    grid, blk = launch_1d(n, block, max_blocks)
+    return (grid, blk, current_stream()), adam_scalars(step, lr, beta1, beta2, eps,
+                                                       weight_decay, dtype)
+
+
 def adam_step_(param_buf, grad_buf, exp_avg_buf, exp_avg_sq_buf, step, lr, beta1, beta2, eps,
                weight_decay, *, block=None, max_blocks=None):
     """One in-place Adam step (``step`` counts from 1) in a single fused kernel."""
-    n, dtype = check_buffers(param_buf, grad_buf, exp_avg_buf, exp_avg_sq_buf)
-    if n == 0:
-        return
-    b1, omb1, b2, omb2, step_size, bc2_sqrt, eps_, wd = adam_scalars(
-        step, lr, beta1, beta2, eps, weight_decay, dtype)
-    grid, blk = launch_1d(n, block, max_blocks)
-    adam_kernel[grid, blk, current_stream()](param_buf, grad_buf, exp_avg_buf, exp_avg_sq_buf,
-                                             b1, omb1, b2, omb2, step_size, bc2_sqrt, eps_, wd,
-                                             weight_decay != 0)
+    plan = adam_plan(param_buf, grad_buf, exp_avg_buf, exp_avg_sq_buf, step, lr, beta1, beta2,
+                     eps, weight_decay, block, max_blocks)
+    if plan is not None:
+        launch, scalars = plan
+        adam_kernel[launch](param_buf, grad_buf, exp_avg_buf, exp_avg_sq_buf, *scalars,
+                            weight_decay != 0)
