@@ -128,7 +128,7 @@ def test_leaky_relu_branch_and_select_agree(args):
     np.testing.assert_array_equal(select, fetch(cuda.unary("leaky_relu", xv, 0.1), shape))
     want = cpu.unary("leaky_relu", cpu_view(x), 0.1).reshape(shape)
     np.testing.assert_array_equal(select, want)
-    assert elementwise.UNARY["leaky_relu"] is elementwise.op_leaky_relu_select
+    assert elementwise.UNARY["leaky_relu"] is elementwise.unary_leaky_relu
 
 
 @pytest.mark.parametrize("dtype", FLOATS)

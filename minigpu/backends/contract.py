@@ -22,6 +22,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from . import optable
+
 
 class View(NamedTuple):
     """A strided window onto a flat buffer. ``strides`` and ``offset`` count elements."""
@@ -90,54 +92,13 @@ def dense(buf, shape) -> View:
     return View(buf, tuple(shape), contiguous_strides(shape), 0)
 
 
-UNARY_OPS = {
-    # name: (formula with parameters a=alpha, b=beta, output dtype rule)
-    "neg": "-x",
-    "exp": "exp(x)",
-    "log": "log(x)",
-    "sqrt": "sqrt(x)",
-    "tanh": "tanh(x)",
-    "sigmoid": "1 / (1 + exp(-x)), computed without overflow for large |x|",
-    "relu": "max(x, 0)",
-    "leaky_relu": "x if x > 0 else a*x",
-    "abs": "|x|",
-    "sign": "-1, 0 or 1",
-    "affine": "a*x + b  (x+3, 2*x, 3-x, x/4 all use this)",
-    "rdiv": "a / x",
-    "pow": "x ** a",
-    "rpow": "a ** x",
-    "clamp": "min(max(x, a), b)  (a=-inf / b=inf for a one-sided clamp)",
-    "gt": "x > a  -> bool",
-    "ge": "x >= a -> bool",
-    "lt": "x < a  -> bool",
-    "le": "x <= a -> bool",
-    "eq": "x == a -> bool",
-    "ne": "x != a -> bool",
-}
+UNARY_OPS = {op.name: op.formula for op in optable.UNARY}
+"""Unary maps: name -> exact semantics, with parameters a=alpha, b=beta (``optable.py``)."""
 
-BINARY_OPS = {
-    "add": "x + y",
-    "sub": "x - y",
-    "mul": "x * y",
-    "div": "x / y",
-    "pow": "x ** y",
-    "maximum": "max(x, y)",
-    "minimum": "min(x, y)",
-    "gt": "x > y  -> bool",
-    "ge": "x >= y -> bool",
-    "lt": "x < y  -> bool",
-    "le": "x <= y -> bool",
-    "eq": "x == y -> bool",
-    "ne": "x != y -> bool",
-    # Fused backward maps: one pass instead of building a mask and multiplying.
-    "relu_grad": "x (the upstream grad) where y > 0 else 0   (y = relu input)",
-    "leaky_relu_grad": "x where y > 0 else a*x   (y = input)",
-    "tanh_grad": "x * (1 - y*y)   (y = tanh output)",
-    "sigmoid_grad": "x * y * (1 - y)   (y = sigmoid output)",
-    "clamp_grad": "x where a <= y <= b else 0   (y = clamp input)",
-}
+BINARY_OPS = {op.name: op.formula for op in optable.BINARY}
+"""Binary maps on equal shapes (the caller broadcasts): name -> semantics (``optable.py``)."""
 
-COMPARISONS = ("gt", "ge", "lt", "le", "eq", "ne")
+COMPARISONS = tuple(op.name for op in optable.BINARY if op.bool_result)
 
 REDUCE_OPS = ("sum", "max", "min")
 

@@ -5,7 +5,7 @@ the ``else``, the warp runs both arms one after the other with half the lanes ma
 The select form computes the *operand* with a select (``slope = 1 if x > 0 else a``) and then
 runs one multiply on every lane: nothing to diverge on, by construction.
 
-``op_leaky_relu_branch`` (here) against the production ``elementwise.op_leaky_relu_select``,
+``op_leaky_relu_branch`` (here) against the production ``elementwise.unary_leaky_relu``,
 each pasted into the same dense map kernel (``elementwise.dense_unary_kernel``). For a body
 this small the compiler if-converts the branch too (sm_90 PTX: the branch variant computes
 ``a*x`` on every lane and picks with ``selp``; the select variant picks the slope with ``selp``

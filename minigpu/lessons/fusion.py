@@ -25,8 +25,8 @@ large enough to be bandwidth bound (``python -m minigpu.tools.bench --lesson fus
 same fusion ``optim.py`` (Adam: 15 -> 7 passes) and ``lstm.py`` (LSTM cell: 30 -> 11 passes)
 teach, on the smallest example that shows it; cuBLAS/cuDNN call it an *epilogue*.
 
-The activations are the ``elementwise`` device functions themselves (``op_relu``,
-``op_leaky_relu_select``, ...), so fused and unfused compute bit-identical values: the only
+The activations are the ``elementwise`` device functions themselves (``unary_relu``,
+``unary_leaky_relu``, ...), so fused and unfused compute bit-identical values: the only
 difference is whether ``x + bias`` makes a round trip through global memory, and the store
 rounds it to the buffer dtype, which is the dtype the fused kernel computes in anyway.
 """
@@ -41,15 +41,13 @@ from numba import cuda
 
 from ..backends.contract import View, dense
 from ..backends.cuda.device import BLOCK, current_stream, empty, launch_1d, scalar
-from ..backends.cuda.elementwise import (binary, op_identity, op_leaky_relu_select, op_relu,
-                                         op_sigmoid, op_tanh, unary)
+from ..backends.cuda.elementwise import UNARY, binary, unary
 from ..backends.cuda.lstm import lstm_cell
 from ..backends.cuda.memory import assign_
 from ..backends.cuda.optim import adam_plan, adam_step_
 from .record import Experiment, KernelSpec, Lesson, Problem, Variant
 
-ACTIVATIONS = {"identity": op_identity, "relu": op_relu, "leaky_relu": op_leaky_relu_select,
-               "tanh": op_tanh, "sigmoid": op_sigmoid}
+ACTIVATIONS = {act: UNARY[act] for act in ("identity", "relu", "leaky_relu", "tanh", "sigmoid")}
 """Activation name -> the elementwise device function ``f(x, alpha, beta)`` both paths use."""
 
 

@@ -24,6 +24,7 @@ import numbers
 from ..autograd import Function
 from ..backends.contract import View
 from ..tensor import Tensor
+from .common import check_same_device
 from .shape import contiguous
 
 
@@ -99,7 +100,6 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
            name="conv2d"):
     """``torch.nn.functional.conv2d`` for groups=1: (N,C,H,W) or unbatched (C,H,W) input,
     int or pair stride/padding/dilation, padding also ``'valid'`` or ``'same'``."""
-    from .elementwise import check_same_device
     if groups != 1:
         raise NotImplementedError(f"{name}: minigpu supports groups=1 only, got groups={groups}")
     check_same_device(input, weight, *([bias] if bias is not None else []))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .elementwise import sigmoid
+from ..optable import sigmoid
 from .memory import array, flat
 
 

@@ -6,7 +6,7 @@ once, in big coalesced transactions, and keep the per-element index math cheap.
 
 How the family is built
     Each op is a tiny ``@cuda.jit(device=True)`` function (``op_exp(x, a, b)``,
-    ``op_add(x, y, a, b)``, ...). A cached kernel factory, :func:`map_kernel`, pastes one op into
+    ``binary_add(x, y, a, b)``, ...). A cached kernel factory, :func:`map_kernel`, pastes one op into
     one of four kernel bodies, (unary | binary) x (dense | strided), which Numba compiles on
     first launch (``where`` has its own dense/strided pair: it has no op to vary). The
     compiler inlines the op, so the kernel is as if hand-written for it, yet no kernel body is
@@ -23,7 +23,7 @@ Lesson 1: the contiguous fast path vs the strided/broadcast path
     few dimensions, hence divisions, as possible.
 
 leaky_relu: select, not branch
-    ``op_leaky_relu_select`` picks the slope with a select and multiplies on every lane:
+    ``unary_leaky_relu`` picks the slope with a select and multiplies on every lane:
     branch-free by construction, exact (``x * 1 == x``) and NaN-propagating like NumPy. The
     if/else form it replaced is the divergence lesson (``minigpu/lessons/divergence.py``).
 
@@ -71,37 +71,37 @@ else:
 
 
 @cuda.jit(device=True)
-def op_identity(x, a, b):
+def unary_identity(x, a, b):
     return x  # the store into the output array converts the dtype (used by ``convert``)
 
 
 @cuda.jit(device=True)
-def op_neg(x, a, b):
+def unary_neg(x, a, b):
     return -x
 
 
 @cuda.jit(device=True)
-def op_exp(x, a, b):
+def unary_exp(x, a, b):
     return exp(x)
 
 
 @cuda.jit(device=True)
-def op_log(x, a, b):
+def unary_log(x, a, b):
     return log(x)
 
 
 @cuda.jit(device=True)
-def op_sqrt(x, a, b):
+def unary_sqrt(x, a, b):
     return sqrt(x)
 
 
 @cuda.jit(device=True)
-def op_tanh(x, a, b):
+def unary_tanh(x, a, b):
     return tanh(x)
 
 
 @cuda.jit(device=True)
-def op_sigmoid(x, a, b):
+def unary_sigmoid(x, a, b):
     """exp of -|x| only, so it never overflows: 1/(1+e) for x >= 0, e/(1+e) below (cpu's
     formula). The numerator is a select, the division is shared: no divergent branch."""
     e = exp(-abs(x))
@@ -110,24 +110,24 @@ def op_sigmoid(x, a, b):
 
 
 @cuda.jit(device=True)
-def op_relu(x, a, b):
+def unary_relu(x, a, b):
     return float32(0) if x < float32(0) else x  # NaN is not < 0: propagates like np.maximum
 
 
 @cuda.jit(device=True)
-def op_leaky_relu_select(x, a, b):
+def unary_leaky_relu(x, a, b):
     """Production variant: select the slope (1 or a), then one multiply on every lane."""
     slope = float32(1) if x > float32(0) else a
     return x * slope
 
 
 @cuda.jit(device=True)
-def op_abs(x, a, b):
+def unary_abs(x, a, b):
     return abs(x)
 
 
 @cuda.jit(device=True)
-def op_sign(x, a, b):
+def unary_sign(x, a, b):
     if x > float32(0):
         return float32(1)
     if x < float32(0):
@@ -136,173 +136,159 @@ def op_sign(x, a, b):
 
 
 @cuda.jit(device=True)
-def op_affine(x, a, b):
+def unary_affine(x, a, b):
     return a * x + b
 
 
 @cuda.jit(device=True)
-def op_rdiv(x, a, b):
+def unary_rdiv(x, a, b):
     return a / x
 
 
 @cuda.jit(device=True)
-def op_pow(x, a, b):
+def unary_pow(x, a, b):
     return x ** a
 
 
 @cuda.jit(device=True)
-def op_rpow(x, a, b):
+def unary_rpow(x, a, b):
     return a ** x
 
 
 @cuda.jit(device=True)
-def op_clamp(x, a, b):
+def unary_clamp(x, a, b):
     return min_nan(max_nan(x, a), b)
 
 
 @cuda.jit(device=True)
-def op_gt(x, a, b):
+def unary_gt(x, a, b):
     return x > a
 
 
 @cuda.jit(device=True)
-def op_ge(x, a, b):
+def unary_ge(x, a, b):
     return x >= a
 
 
 @cuda.jit(device=True)
-def op_lt(x, a, b):
+def unary_lt(x, a, b):
     return x < a
 
 
 @cuda.jit(device=True)
-def op_le(x, a, b):
+def unary_le(x, a, b):
     return x <= a
 
 
 @cuda.jit(device=True)
-def op_eq(x, a, b):
+def unary_eq(x, a, b):
     return x == a
 
 
 @cuda.jit(device=True)
-def op_ne(x, a, b):
+def unary_ne(x, a, b):
     return x != a
 
 
 @cuda.jit(device=True)
-def op_add(x, y, a, b):
+def binary_add(x, y, a, b):
     return x + y
 
 
 @cuda.jit(device=True)
-def op_sub(x, y, a, b):
+def binary_sub(x, y, a, b):
     return x - y
 
 
 @cuda.jit(device=True)
-def op_mul(x, y, a, b):
+def binary_mul(x, y, a, b):
     return x * y
 
 
 @cuda.jit(device=True)
-def op_div(x, y, a, b):
+def binary_div(x, y, a, b):
     return x / y
 
 
 @cuda.jit(device=True)
-def op_pow2(x, y, a, b):
+def binary_pow(x, y, a, b):
     return x ** y
 
 
 @cuda.jit(device=True)
-def op_maximum(x, y, a, b):
+def binary_maximum(x, y, a, b):
     return max_nan(x, y)
 
 
 @cuda.jit(device=True)
-def op_minimum(x, y, a, b):
+def binary_minimum(x, y, a, b):
     return min_nan(x, y)
 
 
 @cuda.jit(device=True)
-def op_gt2(x, y, a, b):
+def binary_gt(x, y, a, b):
     return x > y
 
 
 @cuda.jit(device=True)
-def op_ge2(x, y, a, b):
+def binary_ge(x, y, a, b):
     return x >= y
 
 
 @cuda.jit(device=True)
-def op_lt2(x, y, a, b):
+def binary_lt(x, y, a, b):
     return x < y
 
 
 @cuda.jit(device=True)
-def op_le2(x, y, a, b):
+def binary_le(x, y, a, b):
     return x <= y
 
 
 @cuda.jit(device=True)
-def op_eq2(x, y, a, b):
+def binary_eq(x, y, a, b):
     return x == y
 
 
 @cuda.jit(device=True)
-def op_ne2(x, y, a, b):
+def binary_ne(x, y, a, b):
     return x != y
 
 
 @cuda.jit(device=True)
-def op_relu_grad(x, y, a, b):
+def binary_relu_grad(x, y, a, b):
     """Fused backward: the upstream grad x passes where the relu input y was positive."""
     return x if y > float32(0) else float32(0)
 
 
 @cuda.jit(device=True)
-def op_leaky_relu_grad(x, y, a, b):
+def binary_leaky_relu_grad(x, y, a, b):
     """Fused backward, select form like the forward: x * (1 if y > 0 else a)."""
     slope = float32(1) if y > float32(0) else a
     return x * slope
 
 
 @cuda.jit(device=True)
-def op_tanh_grad(x, y, a, b):
+def binary_tanh_grad(x, y, a, b):
     return x * (float32(1) - y * y)
 
 
 @cuda.jit(device=True)
-def op_sigmoid_grad(x, y, a, b):
+def binary_sigmoid_grad(x, y, a, b):
     return x * y * (float32(1) - y)
 
 
 @cuda.jit(device=True)
-def op_clamp_grad(x, y, a, b):
+def binary_clamp_grad(x, y, a, b):
     return x if (y >= a and y <= b) else float32(0)
 
 
-UNARY = {
-    "identity": op_identity, "neg": op_neg, "exp": op_exp, "log": op_log, "sqrt": op_sqrt,
-    "tanh": op_tanh, "sigmoid": op_sigmoid, "relu": op_relu,
-    "leaky_relu": op_leaky_relu_select,
-    "abs": op_abs, "sign": op_sign, "affine": op_affine, "rdiv": op_rdiv, "pow": op_pow,
-    "rpow": op_rpow, "clamp": op_clamp, "gt": op_gt, "ge": op_ge, "lt": op_lt, "le": op_le,
-    "eq": op_eq, "ne": op_ne,
-}
-"""Unary op name -> device function. ``identity`` (convert) is extra to
-``contract.UNARY_OPS``."""
+UNARY = {name: globals()[f"unary_{name}"] for name in ("identity", *UNARY_OPS)}
+"""Unary op name -> device function ``unary_<name>``: every op of the table
+(``backends/optable.py``), and ``identity`` (``convert``)."""
 
-BINARY = {
-    "add": op_add, "sub": op_sub, "mul": op_mul, "div": op_div, "pow": op_pow2,
-    "maximum": op_maximum, "minimum": op_minimum, "gt": op_gt2, "ge": op_ge2, "lt": op_lt2,
-    "le": op_le2, "eq": op_eq2, "ne": op_ne2, "relu_grad": op_relu_grad,
-    "leaky_relu_grad": op_leaky_relu_grad, "tanh_grad": op_tanh_grad,
-    "sigmoid_grad": op_sigmoid_grad, "clamp_grad": op_clamp_grad,
-}
-
-assert set(UNARY_OPS) <= set(UNARY) and set(BINARY_OPS) <= set(BINARY)
+BINARY = {name: globals()[f"binary_{name}"] for name in BINARY_OPS}
+"""Binary op name -> device function ``binary_<name>``."""
 
 
 # --- kernel bodies (one per arity and path), instantiated per op by map_kernel ----------------
