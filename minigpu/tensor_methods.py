@@ -30,6 +30,10 @@ class TensorMethods:
         """Elementwise ``sqrt(x)``."""
         return _ops().sqrt(self)
 
+    def square(self):
+        """Elementwise ``x * x``."""
+        return _ops().square(self)
+
     def tanh(self):
         """Elementwise ``tanh(x)``."""
         return _ops().tanh(self)
@@ -185,10 +189,6 @@ class TensorMethods:
     def div(self, b):
         """``minigpu.ops.div`` of this tensor."""
         return _ops().div(self, b)
-
-    def square(self):
-        """``minigpu.ops.square`` of this tensor."""
-        return _ops().square(self)
 
     def rsqrt(self):
         """``minigpu.ops.rsqrt`` of this tensor."""

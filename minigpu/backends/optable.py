@@ -63,6 +63,8 @@ UNARY = (
     Op("log", "log(x)", lambda x, a, b: np.log(x), lambda g, x, y, a, b: g / x, method=True),
     Op("sqrt", "sqrt(x)", lambda x, a, b: np.sqrt(x),
        lambda g, x, y, a, b: g / (y * 2), method=True),
+    Op("square", "x * x", lambda x, a, b: x * x, lambda g, x, y, a, b: g * x * 2,
+       method=True, float_input=False),
     Op("tanh", "tanh(x)", lambda x, a, b: np.tanh(x), fused("tanh_grad", "y"), method=True),
     Op("sigmoid", "1 / (1 + exp(-x)), computed without overflow for large |x|",
        lambda x, a, b: sigmoid(x), fused("sigmoid_grad", "y"), method=True),

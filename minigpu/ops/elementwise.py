@@ -250,10 +250,6 @@ def reciprocal(x):
     return RDiv.apply(as_float(x), 1.0)
 
 
-def square(x):
-    return x * x
-
-
 def leaky_relu(x, negative_slope=0.01):
     return LeakyRelu.apply(x, float(negative_slope))
 

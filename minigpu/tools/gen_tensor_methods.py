@@ -20,7 +20,7 @@ OPS_METHODS = (
     "clamp", "clip", "sum", "mean", "max", "min", "argmax", "argmin", "var", "std", "matmul",
     "softmax", "log_softmax", "reshape", "view", "permute", "transpose", "flatten", "squeeze",
     "unsqueeze", "expand", "expand_as", "contiguous", "view_as", "reshape_as", "repeat",
-    "masked_fill", "pow", "add", "sub", "mul", "div", "square", "rsqrt", "reciprocal", "t",
+    "masked_fill", "pow", "add", "sub", "mul", "div", "rsqrt", "reciprocal", "t",
     "chunk", "split", "index_select", "narrow", "zero_", "fill_", "copy_", "mm", "bmm",
     "leaky_relu", "unbind", "clone", "all", "any", "eq", "ne", "gt", "lt", "ge", "le",
 )

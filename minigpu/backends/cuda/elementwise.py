@@ -96,6 +96,11 @@ def unary_sqrt(x, a, b):
 
 
 @cuda.jit(device=True)
+def unary_square(x, a, b):
+    return x * x
+
+
+@cuda.jit(device=True)
 def unary_tanh(x, a, b):
     return tanh(x)
 
