@@ -66,3 +66,22 @@ def test_tensor_methods_are_generated_current_and_visible():
     for op in (*optable.UNARY, *optable.BINARY):
         if op.method:
             assert op.name in gen_tensor_methods.method_names()
+
+
+PARAMS = {"leaky_relu": (0.1, 0.0), "affine": (2.0, 3.0), "rdiv": (2.0, 0.0),
+          "pow": (2.5, 0.0), "rpow": (1.5, 0.0), "clamp": (-0.7, 1.5)}
+POSITIVE = {"log", "sqrt", "pow", "rdiv"}
+
+
+@pytest.mark.parametrize("op", [op for op in optable.UNARY if op.grad is not None],
+                         ids=lambda op: op.name)
+def test_unary_gradients(op):
+    """Every unary derivative of the table, float64 gradcheck (values away from kinks)."""
+    rng = np.random.default_rng(1)
+    values = rng.uniform(0.5, 2.0, (2, 3))
+    if op.name not in POSITIVE:
+        values *= rng.choice([-1.0, 1.0], values.shape)
+    x = mg.tensor(values, dtype=mg.float64, requires_grad=True)
+    alpha, beta = PARAMS.get(op.name, (0.0, 0.0))
+    fn = ew.UNARY_FUNCTIONS[op.name].apply
+    assert mg.autograd.gradcheck(lambda t: fn(t, alpha, beta), (x,))
