@@ -16,8 +16,8 @@ runs out first when blocks of a kernel are packed onto it:
 
 :func:`theoretical_occupancy` is that computation, done the way the CUDA runtime's occupancy
 calculator (``cuda_occupancy.h``) does it, for the H200 (H100 and H200 share the sm_90 SM).
-It is pure Python: ``python -m minigpu.tools.kernel_report`` feeds it the registers and shared memory that
-``ptxas`` reports for every kernel, with no GPU needed.
+It is pure Python: ``python -m minigpu.tools.kernel_report`` feeds it the registers and
+shared memory that ``ptxas`` reports for every kernel, with no GPU needed.
 
 Lesson: block size and occupancy (``saxpy_kernel`` launched with 32 ... 1024 threads)
     ``saxpy`` is memory bound (12 bytes per 2 flops), so its speed is the bandwidth the SM can

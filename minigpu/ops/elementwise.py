@@ -121,7 +121,7 @@ class Where(Function):
         return None, ga, gb
 
 
-# --- user-facing functions --------------------------------------------------------------------------
+# --- user-facing functions ------------------------------------------------------------------
 def _is_scalar(x):
     return isinstance(x, (numbers.Number, np.number, np.bool_)) and not isinstance(x, Tensor)
 

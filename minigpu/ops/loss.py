@@ -353,4 +353,3 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
         safe, coef, _ = _class_targets("nll_loss", rows, flat_target, weight, ignore_index)
     loss = NLLLoss.apply(rows, safe, coef)
     return _finish(loss, coef, reduction, shape)
-

@@ -186,8 +186,8 @@ def main(argv=None) -> int:
         from numba import cuda
 
         if not cuda.is_available():
-            print("No CUDA GPU here: timings need one. `python -m minigpu.tools.bench --smoke` runs "
-                  "the harness on Numba's simulator (timings meaningless).", file=sys.stderr)
+            print("No CUDA GPU here: timings need one. `python -m minigpu.tools.bench --smoke` "
+                  "runs the harness on Numba's simulator (timings meaningless).", file=sys.stderr)
             return 2
     warmup = args.warmup if args.warmup is not None else (1 if args.smoke else 3)
     repeat = args.repeat if args.repeat is not None else (1 if args.smoke else 20)

@@ -32,8 +32,6 @@ class Group:
     skipped: str = ""
 
 
-
-
 class Context(Inputs):
     """A suite's sizes, random data, device and reference library."""
 

@@ -28,8 +28,6 @@ FULL_MASK = 0xFFFFFFFF
 """Every lane of a warp takes part (the ``mask`` of the ``*_sync`` intrinsics)."""
 
 
-
-
 def warp_shuffle_available() -> bool:
     """True when ``cuda.shfl_down_sync`` / ``shfl_xor_sync`` can run: always on a GPU; under the
     simulator only once ``simulator.install()`` has added them to its fake ``cuda`` module."""
@@ -122,7 +120,6 @@ def pow2_at_least(n, lo, hi):
     while p < n and p < hi:
         p *= 2
     return p
-
 
 
 # --- warp- and block-wide reductions -------------------------------------------------------

@@ -35,9 +35,6 @@ from .memory import full
 from .strided import unravel4
 
 
-
-
-
 # --- im2col ---------------------------------------------------------------------------------------
 @cuda.jit
 def im2col_kernel(x, xs, xoff, dims, geom, out):

@@ -49,8 +49,6 @@ from ..contract import View
 from .device import current_stream, empty, launch_1d, scalar
 
 
-
-
 @cuda.jit(device=True, inline=True)
 def sigmoid(x, one):
     """exp(-|x|) only, so it never overflows: 1/(1+e) for x >= 0, e/(1+e) below; the

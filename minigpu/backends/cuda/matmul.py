@@ -34,8 +34,8 @@ MAX_GRID_Z = 65535  # gridDim.z limit; larger batches loop inside the kernel
 # B per thread per slice, shared tiles 2 * 8 * (128 + 4) floats = 8.25 KiB (fp32). An 8x8
 # micro-tile is the smallest square one with 4 FMAs per shared load (TM*TN/(TM+TN)); 4x4 gives 2.
 # Its price is registers: 164 per thread (ptxas, sm_90), so one 256-thread block per SM (12.5 %
-# occupancy, ``python -m minigpu.tools.kernel_report``): the 64 independent accumulators per thread supply
-# the parallelism that the missing warps would. Untimed on a GPU so far; the previous
+# occupancy, ``python -m minigpu.tools.kernel_report``): the 64 independent accumulators per
+# thread supply the parallelism that the missing warps would. Untimed on a GPU so far; the previous
 # configuration, dict(BM=64, BN=64, BK=8, TM=4, TN=4) (80 registers, 37.5 %, 2 FMAs per load),
 # is the one to compare against (``python -m minigpu.tools.bench --suite ops``).
 PRODUCTION = dict(BM=128, BN=128, BK=8, TM=8, TN=8)

@@ -8,7 +8,8 @@ Fusing the whole rule into one kernel keeps the intermediates in registers, so e
 read once and the updated ones written once.
 
 The fusion lesson (``minigpu/lessons/fusion.py``) sets ``adam_step_unfused_`` (five
-launches, one per line) against ``adam_step_`` (one launch). Counting global-memory passes over the n-element buffers:
+launches, one per line) against ``adam_step_`` (one launch). Counting global-memory passes
+over the n-element buffers:
 
 * fused:   reads p, g, m, v; writes p, m, v                                 =  7 passes
 * unfused: g'=g+wd*p (3) | m (3) | v (3) | denom=sqrt(v)/c+eps (2) | p (4)  = 15 passes
@@ -29,9 +30,6 @@ import math
 from numba import cuda
 
 from .device import current_stream, launch_1d, scalar
-
-
-
 
 
 def check_buffers(*bufs):

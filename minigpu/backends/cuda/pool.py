@@ -32,11 +32,9 @@ from .memory import full
 from .strided import unravel4
 
 
-
 NEG_INF = np.float32(-np.inf)
 """The max-pool padding value; a float32 constant, so float32 kernels stay float32 (a float64
 kernel promotes it exactly)."""
-
 
 
 def _geometry(x_shape, kernel, stride, padding):
