@@ -485,7 +485,8 @@ def _simulated() -> bool:
 def run(patterns=None) -> tuple[list[KernelReport], dict]:
     """(reports, meta) for the kernels whose names contain one of ``patterns`` (all when
     None). In a process running the CUDA simulator, runs
-    ``python -m minigpu.tools.kernel_report --json`` in a subprocess instead (Numba cannot compile for a GPU once it simulates one)."""
+    ``python -m minigpu.tools.kernel_report --json`` in a subprocess instead (Numba cannot
+    compile for a GPU once it simulates one)."""
     if not _simulated():
         return _in_process_run(patterns)
     cmd = [sys.executable, "-m", "minigpu.tools.kernel_report", "--json"]
