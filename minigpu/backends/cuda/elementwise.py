@@ -8,9 +8,10 @@ How the family is built
     Each op of the op table (``backends/optable.py``) is a tiny ``@cuda.jit(device=True)``
     function here (``unary_exp(x, a, b)``, ``binary_add(x, y, a, b)``, ...). A cached kernel
     factory, :func:`map_kernel`, pastes one op into one of four kernel bodies,
-    (unary | binary) x (dense | strided), which Numba compiles on first launch (``where`` has its own dense/strided pair: it has no op to vary). The
-    compiler inlines the op, so the kernel is as if hand-written for it, yet no kernel body is
-    written twice and adding an op is adding one device function.
+    (unary | binary) x (dense | strided), which Numba compiles on first launch (``where`` has
+    its own dense/strided pair: it has no op to vary). The compiler inlines the op, so the
+    kernel is as if hand-written for it, yet no kernel body is written twice and adding an op
+    is adding one device function (and its table entry).
 
 Lesson 1: the contiguous fast path vs the strided/broadcast path
     ``*_dense`` kernels index ``x[offset + i]`` directly: consecutive threads touch consecutive
