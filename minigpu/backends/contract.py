@@ -76,9 +76,17 @@ def is_contiguous(shape, strides) -> bool:
     return True
 
 
-def pair(v) -> tuple:
-    """A conv/pool size argument as (height, width) ints: ``3`` -> (3, 3), ``(3, 5)`` kept."""
-    return (int(v), int(v)) if np.isscalar(v) else (int(v[0]), int(v[1]))
+def pair(value, name="size") -> tuple:
+    """A conv/pool size argument as (height, width) ints: ``3`` and ``(3,)`` -> (3, 3),
+    ``(3, 5)`` kept; anything else is a ValueError naming the argument."""
+    if np.isscalar(value):
+        return int(value), int(value)
+    value = tuple(int(v) for v in value)
+    if len(value) == 1:
+        return value * 2
+    if len(value) != 2:
+        raise ValueError(f"{name} must be an int or a tuple of 2 ints, got {value}")
+    return value
 
 
 def conv_out_size(size, k, stride, pad, dilation=1) -> int:
