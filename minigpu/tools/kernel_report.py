@@ -114,14 +114,11 @@ def registry() -> list[KernelSpec]:
     add("memory.gather_strided", Mem.gather_strided_kernel, (f, t2, t2, 0, f))
     add("memory.scatter_strided", Mem.scatter_strided_kernel, (f, t2, t2, 0, f))
 
-    # transpose: coalescing and bank-conflict lessons
+    # transpose: the production tile
     tile, rows = T.PRODUCTION_TILE, T.PRODUCTION_BLOCK_ROWS
     targs = (f, 0, 1, 0, 1, 1, 1, f)
-    add("transpose.naive", T.transpose_naive, targs)
-    add(f"transpose.tiled_naive[{tile}x{rows}]", T.transpose_tiled_naive(tile, rows, f32),
-        targs, tile * rows)
-    add(f"transpose.tiled_padded[{tile}x{rows}]", T.transpose_tiled_padded(tile, rows, f32),
-        targs, tile * rows)
+    add(f"transpose.tiled_padded[{tile}x{rows}]", T.tiled_kernel(tile, rows, 1, f32), targs,
+        tile * rows)
 
     # reduce. The row kernels take a (rows, splits) grid: one launch covers both passes of a
     # split row.
