@@ -33,23 +33,31 @@ from ..backends.cuda.matmul import (batch_grid, checked_launch, matmul_register_
 from .record import Experiment, KernelSpec, Lesson, Problem, Variant
 
 
-# --- 1. naive ---------------------------------------------------------------------------------
+# --- 1. naive and 2. coalesced: one thread per C element, two thread mappings ----------------
 @functools.lru_cache(maxsize=None)
-def matmul_naive_kernel(dtype):
+def matmul_simple_kernel(dtype, warp_along_n: bool):
+    """The one-thread-per-element kernel; ``warp_along_n`` picks which index threadIdx.x
+    walks: False is rung 1 (naive, along M), True rung 2 (coalesced, along N). That one line is
+    the whole difference between the two rungs."""
     zero = numba_type(dtype)(0)
 
     @cuda.jit
-    def matmul_naive(a, a_off, a_sb, a_sm, a_sk, b, b_off, b_sb, b_sk, b_sn, c,
-                     nbatch, M, N, K):
+    def matmul_simple(a, a_off, a_sb, a_sm, a_sk, b, b_off, b_sb, b_sk, b_sn, c,
+                      nbatch, M, N, K):
         """C[bz, m, n] = sum_k A[bz, m, k] * B[bz, k, n], one thread per C element.
 
-        Thread mapping: m = blockIdx.x*blockDim.x + threadIdx.x, n along y; grid z over
-        batches. Access pattern (the lesson): the 32 lanes of a warp have 32 consecutive m, so
-        each k step reads A at 32 addresses K apart (32 transactions for 128 useful bytes),
-        reads one B element (broadcast), and the final store writes C with stride N. Every
-        operand element is re-read from global memory by M or N threads."""
-        m = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
-        n = cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y
+        Thread mapping: x = blockIdx.x*blockDim.x + threadIdx.x, y likewise; (m, n) = (x, y)
+        for the naive rung, (y, x) for the coalesced one; grid z over batches.
+        Naive: the 32 lanes of a warp have 32 consecutive m, so each k step reads A at 32
+        addresses K apart (32 transactions for 128 useful bytes), reads one B element
+        (broadcast), and the final store writes C with stride N.
+        Coalesced: a warp shares one m: each k step reads one A element (broadcast) and 32
+        consecutive B elements (one transaction when B is row-major), and the store writes 32
+        consecutive C elements. Same arithmetic, several times the effective bandwidth.
+        Either way every operand element is re-read from global memory by M or N threads."""
+        x = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+        y = cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y
+        m, n = (y, x) if warp_along_n else (x, y)
         if m < M and n < N:
             for bz in range(cuda.blockIdx.z, nbatch, cuda.gridDim.z):
                 pa = a_off + bz * a_sb + m * a_sm
@@ -59,34 +67,7 @@ def matmul_naive_kernel(dtype):
                     acc += a[pa + k * a_sk] * b[pb + k * b_sk]
                 c[(bz * M + m) * N + n] = acc
 
-    return matmul_naive
-
-
-# --- 2. coalesced -----------------------------------------------------------------------------
-@functools.lru_cache(maxsize=None)
-def matmul_coalesced_kernel(dtype):
-    zero = numba_type(dtype)(0)
-
-    @cuda.jit
-    def matmul_coalesced(a, a_off, a_sb, a_sm, a_sk, b, b_off, b_sb, b_sk, b_sn, c,
-                         nbatch, M, N, K):
-        """As ``matmul_naive`` with the thread mapping swapped: n = blockIdx.x*blockDim.x +
-        threadIdx.x, m along y. A warp now shares one m: each k step reads one A element
-        (broadcast to the warp) and 32 consecutive B elements (one coalesced transaction when
-        B is row-major), and the store writes 32 consecutive C elements. Same arithmetic,
-        several times the effective bandwidth."""
-        n = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
-        m = cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y
-        if m < M and n < N:
-            for bz in range(cuda.blockIdx.z, nbatch, cuda.gridDim.z):
-                pa = a_off + bz * a_sb + m * a_sm
-                pb = b_off + bz * b_sb + n * b_sn
-                acc = zero
-                for k in range(K):
-                    acc += a[pa + k * a_sk] * b[pb + k * b_sk]
-                c[(bz * M + m) * N + n] = acc
-
-    return matmul_coalesced
+    return matmul_simple
 
 
 # --- 3. shared-memory tiles -------------------------------------------------------------------
@@ -132,26 +113,24 @@ def matmul_tiled_kernel(dtype, tile):
     return matmul_tiled
 
 
-def matmul_naive(a: View, b: View, block=(16, 16)):
+def _matmul_simple(a: View, b: View, block, warp_along_n):
     pa, pb = operand_args(a, b)
 
     def launch(c, nbatch, M, N, K):
-        kernel = matmul_naive_kernel(np.dtype(a.dtype))
-        kernel[batch_grid(M, N, block[0], block[1], nbatch), block, current_stream()](
+        kernel = matmul_simple_kernel(np.dtype(a.dtype), warp_along_n)
+        nx, ny = (N, M) if warp_along_n else (M, N)
+        kernel[batch_grid(nx, ny, block[0], block[1], nbatch), block, current_stream()](
             *pa, *pb, c, nbatch, M, N, K)
 
     return checked_launch(a, b, launch)
+
+
+def matmul_naive(a: View, b: View, block=(16, 16)):
+    return _matmul_simple(a, b, block, False)
 
 
 def matmul_coalesced(a: View, b: View, block=(16, 16)):
-    pa, pb = operand_args(a, b)
-
-    def launch(c, nbatch, M, N, K):
-        kernel = matmul_coalesced_kernel(np.dtype(a.dtype))
-        kernel[batch_grid(N, M, block[0], block[1], nbatch), block, current_stream()](
-            *pa, *pb, c, nbatch, M, N, K)
-
-    return checked_launch(a, b, launch)
+    return _matmul_simple(a, b, block, True)
 
 
 def matmul_tiled(a: View, b: View, tile=16):
@@ -190,8 +169,8 @@ def _kernels():
     f32 = np.dtype(np.float32)
     f = np.zeros(1, f32)
     margs = (f, 0, 0, 0, 0, f, 0, 0, 0, 0, f, 1, 1, 1, 1)
-    return [KernelSpec("matmul.naive[16x16]", matmul_naive_kernel(f32), margs, 256),
-            KernelSpec("matmul.coalesced[16x16]", matmul_coalesced_kernel(f32), margs, 256),
+    return [KernelSpec("matmul.naive[16x16]", matmul_simple_kernel(f32, False), margs, 256),
+            KernelSpec("matmul.coalesced[16x16]", matmul_simple_kernel(f32, True), margs, 256),
             KernelSpec("matmul.tiled[16]", matmul_tiled_kernel(f32, 16), margs, 256,
                        ffma_lds="report")]
 
