@@ -186,8 +186,8 @@ def registry() -> list[KernelSpec]:
 
     # random
     u32 = np.uint32(0)
-    add("random.uniform", RNG._uniform_kernel(f32), (f, u32, u32))
-    add("random.normal", RNG._normal_kernel(f32), (f, u32, u32, u32),
+    add("random.uniform", RNG.uniform_kernel(f32), (f, u32, u32))
+    add("random.normal", RNG.normal_kernel(f32), (f, u32, u32, u32),
         f64_reason="libdevice cosf: Payne-Hanek reduction for |x| > 105615, never taken "
                    "(argument < 2 pi); see random.py")
 
