@@ -79,3 +79,16 @@ def test_replay_allocations_reuses_buffers():
         c = device.empty(5, np.float32)
         assert c is not a and c.size == 5
     assert device.empty is replay.real
+
+
+def test_smoke_runs_for_a_user_without_the_simulator_variable():
+    """``--smoke`` turns the simulator on by itself, before Numba is first imported."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    proc = subprocess.run([sys.executable, "-m", "minigpu.tools.bench", "--smoke", "--lesson",
+                           "divergence"], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "MEANINGLESS" in proc.stdout and "leaky_relu_branch" in proc.stdout

@@ -68,7 +68,7 @@ LESSON = Lesson(
     (Experiment("divergence", _build,
                 (Variant("leaky_relu_branch", "if/else",
                          lambda p: leaky_relu_branch(p.x, p.alpha), leaky_relu_branch),
-                 Variant("leaky_relu_select", "select the slope, one multiply (production)",
+                 Variant("leaky_relu_select", "select the slope, one multiply",
                          lambda p: unary("leaky_relu", p.xv, p.alpha), unary)),
                 tol=dict(rtol=0, atol=0)),),
     _kernels)

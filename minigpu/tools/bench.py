@@ -32,8 +32,9 @@ import re
 import sys
 from pathlib import Path
 
-from .suites import SUITES, Context, Group
-from .timing import Timer, copy_bandwidth
+SUITE_NAMES = ("lessons", "ops", "train")
+# The suites, the timer and the lessons import Numba: ``main`` imports them only once it has
+# decided whether to simulate (``--smoke`` turns the simulator on before Numba's first import).
 
 
 # --- running and reporting -----------------------------------------------------------------------
@@ -45,7 +46,8 @@ def _host(result):
     return np.asarray(result.copy_to_host())
 
 
-def run_group(group: Group, suite: str, timer: Timer, copy_gbps, ctx) -> list[dict]:
+def run_group(group, suite: str, timer, copy_gbps, ctx) -> list[dict]:
+    """Time every variant of ``group`` (a ``suites.Group``); one row per variant."""
     import numpy as np
 
     rows = []
@@ -134,7 +136,9 @@ def device_name(device) -> str:
     return name.decode() if isinstance(name, bytes) else str(name)
 
 
-def run_suite(suite: str, ctx: Context, timer: Timer, copy_gbps, only=None, log=print):
+def run_suite(suite: str, ctx, timer, copy_gbps, only=None, log=print):
+    from .suites import SUITES
+
     rows = []
     for name, build in SUITES[suite](only):
         try:
@@ -155,7 +159,7 @@ def main(argv=None) -> int:
         prog="python -m minigpu.tools.bench",
         description="Time minigpu's kernels: the optimisation lessons, the production ops, "
                     "and training steps.")
-    parser.add_argument("--suite", choices=tuple(SUITES) + ("all",), default="lessons")
+    parser.add_argument("--suite", choices=SUITE_NAMES + ("all",), default="lessons")
     parser.add_argument("--smoke", action="store_true",
                         help="tiny sizes on Numba's CUDA simulator: proves the harness runs; "
                              "timings meaningless")
@@ -191,6 +195,9 @@ def main(argv=None) -> int:
             return 2
     warmup = args.warmup if args.warmup is not None else (1 if args.smoke else 3)
     repeat = args.repeat if args.repeat is not None else (1 if args.smoke else 20)
+    from .suites import Context
+    from .timing import Timer, copy_bandwidth
+
     ctx = Context(smoke=args.smoke)
     timer = Timer(ctx, warmup, repeat)
     dev_name = device_name(device)
@@ -204,7 +211,7 @@ def main(argv=None) -> int:
     print(f"device: {dev_name}; median of {repeat} runs after {warmup} warm-up; "
           f"device-to-device copy: {copy_gbps:.1f} GB/s; reference library: "
           f"{ref or 'none importable'}")
-    suites = tuple(SUITES) if args.suite == "all" else (args.suite,)
+    suites = SUITE_NAMES if args.suite == "all" else (args.suite,)
     rows = []
     for suite in suites:
         rows += run_suite(suite, ctx, timer, copy_gbps, only=args.lesson)
