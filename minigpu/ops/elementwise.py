@@ -1,5 +1,11 @@
 """Elementwise ops: arithmetic with broadcasting, math functions, activations, comparisons.
 
+Every map comes from the op table (``backends/optable.py``): each op with a derivative is one
+``Function`` class here (``Unary`` or ``Binary`` plus the table entry), and each op marked
+``method=True`` is one public function (``exp``, ``relu``, ``maximum``, ...). The functions
+below add what the table does not say: Python-scalar fast paths (``x + 3`` is one ``affine``
+map), dtype promotion, ``where`` and comparisons.
+
 Broadcasting never copies: both operands become stride-0 views of the output shape and one
 ``binary`` kernel reads them. Backward undoes the broadcast with ``sum_to``.
 """
@@ -17,7 +23,7 @@ from .common import as_float, check_same_device, new, promote
 from .shape import broadcast_shapes, expand_view, sum_to
 
 
-# --- the maps of the op table: one Function per differentiable op --------------------------------
+# --- the maps of the op table: one Function per differentiable op -------------------------
 class Unary(Function):
     """y = op(x, alpha, beta); the derivative is the op's ``grad`` in ``backends/optable.py``."""
 
