@@ -138,13 +138,14 @@ def test_constmem_kernel_is_compiled_once_per_filter():
     view = contract.dense(cuda.from_numpy(x), x.shape)
     sobel = np.array([[[[-1, 0, 1], [-2, 0, 2], [-1, 0, 1]]]], dtype=np.float32)
     constant_memory.conv2d_direct_constmem(view, sobel, None, 1, **SMALL)
-    first = constant_memory._CONST_KERNELS[next(reversed(constant_memory._CONST_KERNELS))]
+    cache = constant_memory._CONST_KERNELS
+    first = cache[next(reversed(cache))]
     out = constant_memory.conv2d_direct_constmem(view, sobel.copy(), None, 1, **SMALL)
-    assert constant_memory._CONST_KERNELS[next(reversed(constant_memory._CONST_KERNELS))] is first
+    assert cache[next(reversed(cache))] is first
     np.testing.assert_allclose(host(cuda, out, (2, 1, 4, 4)),
                                reference_conv(x, sobel, None, (1, 1)), rtol=1e-6)
     constant_memory.conv2d_direct_constmem(view, sobel.transpose(0, 1, 3, 2), None, 1, **SMALL)
-    assert constant_memory._CONST_KERNELS[next(reversed(constant_memory._CONST_KERNELS))] is not first
+    assert cache[next(reversed(cache))] is not first
 
 
 def test_constmem_rejects_a_filter_larger_than_constant_memory():

@@ -1,9 +1,9 @@
 """cuda lstm_cell / lstm_cell_backward (fused) and lstm_cell_unfused against the NumPy reference.
 
 Tolerances: the kernels do the same float operations in the same order as
-``backends/cpu/lstm.py``; only exp/tanh differ by an ulp or two between libm and CUDA, so float32 rtol=1e-5, atol=1e-6
-(values of order 1); float64 rtol=1e-12. Operands are drawn as arbitrary strided views
-(permuted, sliced, offset, broadcast) because the recurrent layers pass per-timestep slices
+``backends/cpu/lstm.py``; only exp/tanh differ by an ulp or two between libm and CUDA, so
+float32 rtol=1e-5, atol=1e-6 (values of order 1); float64 rtol=1e-12. Operands are drawn as
+arbitrary strided views (permuted, sliced, offset, broadcast) because the recurrent layers pass per-timestep slices
 and stride-0 zero states straight to the kernels.
 """
 
