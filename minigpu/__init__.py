@@ -18,11 +18,10 @@ from .ops import (abs, argmax, argmin, bmm, cat, chunk, clamp, clip, exp, flatte
                   sum, tanh, transpose, unsqueeze, var, where)
 from .random import default_generator, initial_seed, manual_seed
 from .serialization import load, save
-from .tensor import Device, Size, Tensor, _attach_methods, bool_ as bool, device, float32
+from .tensor import Device, Size, Tensor, bool_ as bool, device, float32
 from .tensor import float64, int64, long
 
 float = float32
 double = float64
-_attach_methods()
 
 __version__ = "0.1.0"

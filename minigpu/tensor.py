@@ -8,6 +8,7 @@ import numpy as np
 
 from . import autograd, backends
 from .backends.contract import View, contiguous_strides, is_contiguous, numel
+from .tensor_methods import TensorMethods
 
 float32 = np.dtype(np.float32)
 float64 = np.dtype(np.float64)
@@ -76,7 +77,7 @@ def _check_dtype(dtype):
     return d
 
 
-class Tensor:
+class Tensor(TensorMethods):
     """An n-dimensional array on ``cpu`` or ``cuda`` that can record gradients."""
 
     __array_priority__ = 1000  # numpy scalars defer to Tensor operators
@@ -332,6 +333,16 @@ class Tensor:
     def __matmul__(self, other):
         return _ops().matmul(self, other)
 
+    @property
+    def T(self):
+        """The tensor with its dimensions reversed (a view, no copy)."""
+        return _ops().permute(self, *reversed(range(self.ndim)))
+
+    @property
+    def mT(self):
+        """The last two dimensions swapped (a view, no copy)."""
+        return _ops().transpose(self, -2, -1)
+
     def __rmatmul__(self, other):
         return _ops().matmul(other, self)
 
@@ -363,21 +374,3 @@ class Tensor:
 def _ops():
     from . import ops
     return ops
-
-
-def _attach_methods():
-    """Method forms of the ops (``x.exp()``, ``x.sum(dim)``, ...), listed once."""
-    from . import ops
-
-    names = ["exp", "log", "sqrt", "tanh", "sigmoid", "relu", "abs", "sign", "clamp", "clip",
-             "sum", "mean", "max", "min", "argmax", "argmin", "var", "std", "matmul",
-             "softmax", "log_softmax", "reshape", "view", "permute", "transpose", "flatten",
-             "squeeze", "unsqueeze", "expand", "expand_as", "contiguous", "view_as",
-             "reshape_as", "repeat", "masked_fill", "maximum", "minimum", "pow", "neg",
-             "add", "sub", "mul", "div", "square", "rsqrt", "reciprocal", "t", "chunk",
-             "split", "index_select", "narrow", "zero_", "fill_", "copy_", "mm", "bmm",
-             "leaky_relu", "unbind", "clone", "all", "any", "eq", "ne", "gt", "lt", "ge", "le"]
-    for method in names:
-        setattr(Tensor, method, getattr(ops, method))
-    Tensor.T = property(lambda self: ops.permute(self, *reversed(range(self.ndim))))
-    Tensor.mT = property(lambda self: ops.transpose(self, -2, -1))

@@ -202,7 +202,7 @@ def test_training_memory_stays_flat_and_the_driver_is_only_called_at_first():
     """A real MLP + SGD loop on the cuda device (simulator): after two warm-up steps every
     allocation is a cache hit and reserved bytes do not move. The simulator runs ~0.3 s a
     step, so 6 steps run here; the recorded allocation pattern of one steady step is then
-    replayed through a fresh pool for 1 000 steps. (``allocator.flat_memory_demo()`` runs
+    replayed through a fresh pool for 1 000 steps. (``benchmarks/allocator_flat_memory.py`` runs
     1 000 real steps.)"""
     mg.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3)).to("cuda")

@@ -1,5 +1,6 @@
-"""``python -m minigpu.bench --smoke``: every suite runs end to end on the simulator, every lesson
-is listed and run, variants agree, and the output says its timings are meaningless.
+"""``python -m minigpu.tools.bench --smoke``: every suite runs end to end on the simulator, every
+lesson of ``lessons.ALL`` is listed and run, variants agree, and the output says its timings are
+meaningless.
 
 Runs ``bench.main`` in this process (the suite's simulator is already on), tiny sizes, one
 timed run per variant: about 10 s for the three suites together.
@@ -8,7 +9,8 @@ import json
 
 import pytest
 
-from minigpu import bench
+from minigpu import lessons
+from minigpu.tools import bench, timing
 from minigpu.backends.cuda.device import SIMULATOR
 
 
@@ -22,12 +24,8 @@ def run(capsys, tmp_path, *args):
 def test_list_names_every_lesson(capsys):
     assert bench.main(["--list"]) == 0
     out = capsys.readouterr().out
-    for lesson in bench.LESSONS:
+    for lesson in lessons.ALL:
         assert lesson.name in out
-    expected = {"coalescing", "bank_conflicts", "reduction", "matmul", "occupancy",
-                "fusion_bias_act", "fusion_adam", "fusion_lstm", "constant_memory",
-                "divergence", "streams"}
-    assert expected <= {lesson.name for lesson in bench.LESSONS}
 
 
 def test_lessons_smoke(capsys, tmp_path):
@@ -41,12 +39,12 @@ def test_lessons_smoke(capsys, tmp_path):
         assert "not representative" in out and not meta["meaningless"]
     rows = data["rows"]
     assert not [r for r in rows if "error" in r], rows
-    groups = {r["group"] for r in rows}
-    assert {lesson.name for lesson in bench.LESSONS} <= groups
-    # every lesson ran at least two variants, and they agree
-    for lesson in bench.LESSONS:
-        timed = [r for r in rows if r["group"] == lesson.name and "ms" in r]
-        assert len(timed) >= 2, lesson.name
+    experiments = [e.name for lesson in lessons.ALL for e in lesson.experiments]
+    assert set(experiments) <= {r["group"] for r in rows}
+    # every experiment ran at least two variants, and they agree
+    for name in experiments:
+        timed = [r for r in rows if r["group"] == name and "ms" in r]
+        assert len(timed) >= 2, name
     assert all(r.get("check", "equal") == "equal" for r in rows)
     for r in rows:
         if "ms" in r:
@@ -71,7 +69,7 @@ def test_replay_allocations_reuses_buffers():
     buffers back; a request out of step gets a fresh one."""
     import numpy as np
 
-    replay = bench._ReplayAllocations()
+    replay = timing.ReplayAllocations()
     with replay.installed():
         from minigpu.backends.cuda import device
         a, b = device.empty(4, np.float32), device.empty(8, np.float32)
@@ -81,3 +79,16 @@ def test_replay_allocations_reuses_buffers():
         c = device.empty(5, np.float32)
         assert c is not a and c.size == 5
     assert device.empty is replay.real
+
+
+def test_smoke_runs_for_a_user_without_the_simulator_variable():
+    """``--smoke`` turns the simulator on by itself, before Numba is first imported."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    proc = subprocess.run([sys.executable, "-m", "minigpu.tools.bench", "--smoke", "--lesson",
+                           "divergence"], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "MEANINGLESS" in proc.stdout and "leaky_relu_branch" in proc.stdout

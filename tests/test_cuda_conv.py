@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from minigpu import backends
 from minigpu.backends import contract
-from minigpu.backends.cuda import device, conv
+from minigpu.backends.cuda import conv, device
+from minigpu.lessons import constant_memory
 from strategies import arrays, views
 
 cpu = backends.get("cpu")
@@ -126,7 +127,7 @@ def test_direct_convolutions_match_im2col_gemm(data):
     bias = data.draw(st.none() | arrays((oc,), dtype))
     ref = reference_conv(spec.numpy(), weight, bias, padding)
     tol = dict(rtol=1e-5, atol=1e-5) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
-    for fn in (conv.conv2d_direct_constmem, conv.conv2d_direct_global):
+    for fn in (constant_memory.conv2d_direct_constmem, constant_memory.conv2d_direct_global):
         got = fn(spec.on(cuda), weight, bias, padding, **SMALL)
         assert got.dtype == dtype
         np.testing.assert_allclose(host(cuda, got, ref.shape), ref, **tol)
@@ -136,21 +137,22 @@ def test_constmem_kernel_is_compiled_once_per_filter():
     x = np.arange(2 * 1 * 4 * 4, dtype=np.float32).reshape(2, 1, 4, 4)
     view = contract.dense(cuda.from_numpy(x), x.shape)
     sobel = np.array([[[[-1, 0, 1], [-2, 0, 2], [-1, 0, 1]]]], dtype=np.float32)
-    conv.conv2d_direct_constmem(view, sobel, None, 1, **SMALL)
-    first = conv._CONST_KERNELS[next(reversed(conv._CONST_KERNELS))]
-    out = conv.conv2d_direct_constmem(view, sobel.copy(), None, 1, **SMALL)
-    assert conv._CONST_KERNELS[next(reversed(conv._CONST_KERNELS))] is first
+    constant_memory.conv2d_direct_constmem(view, sobel, None, 1, **SMALL)
+    cache = constant_memory._CONST_KERNELS
+    first = cache[next(reversed(cache))]
+    out = constant_memory.conv2d_direct_constmem(view, sobel.copy(), None, 1, **SMALL)
+    assert cache[next(reversed(cache))] is first
     np.testing.assert_allclose(host(cuda, out, (2, 1, 4, 4)),
                                reference_conv(x, sobel, None, (1, 1)), rtol=1e-6)
-    conv.conv2d_direct_constmem(view, sobel.transpose(0, 1, 3, 2), None, 1, **SMALL)
-    assert conv._CONST_KERNELS[next(reversed(conv._CONST_KERNELS))] is not first
+    constant_memory.conv2d_direct_constmem(view, sobel.transpose(0, 1, 3, 2), None, 1, **SMALL)
+    assert cache[next(reversed(cache))] is not first
 
 
 def test_constmem_rejects_a_filter_larger_than_constant_memory():
     x = contract.dense(cuda.from_numpy(np.zeros((1, 64, 3, 3), np.float32)), (1, 64, 3, 3))
     weight = np.zeros((128, 64, 3, 3), np.float32)  # 288 KiB
     with pytest.raises(ValueError, match="constant memory"):
-        conv.conv2d_direct_constmem(x, weight, None, 1)
+        constant_memory.conv2d_direct_constmem(x, weight, None, 1)
 
 
 def test_direct_conv_production_launch():
@@ -160,6 +162,6 @@ def test_direct_conv_production_launch():
     bias = rng.standard_normal(3).astype(np.float32)
     ref = reference_conv(x, weight, bias, (1, 1))
     view = contract.dense(cuda.from_numpy(x), x.shape)
-    for fn in (conv.conv2d_direct_constmem, conv.conv2d_direct_global):
+    for fn in (constant_memory.conv2d_direct_constmem, constant_memory.conv2d_direct_global):
         np.testing.assert_allclose(host(cuda, fn(view, weight, bias, (1, 1)), ref.shape), ref,
                                    rtol=1e-5, atol=1e-5)

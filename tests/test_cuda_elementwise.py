@@ -24,6 +24,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # simulator: 
 
 cuda = backends.get("cuda")
 from minigpu.backends.cuda import device, elementwise  # noqa: E402
+from minigpu.lessons import divergence  # noqa: E402
 from minigpu.backends.cuda.device import current_stream  # noqa: E402
 
 FLOATS = (np.float32, np.float64)
@@ -118,7 +119,7 @@ def test_leaky_relu_branch_and_select_agree(args):
     n = xv.numel
     grid, block = device.launch_1d(n)
     out = {}
-    for kernel in (elementwise.leaky_relu_branch_dense, elementwise.leaky_relu_select_dense):
+    for kernel in (divergence.leaky_relu_branch_dense, divergence.leaky_relu_select_dense):
         buf = cuda.empty(n, dtype)
         kernel[grid, block, current_stream()](xv.buf, 0, buf, dtype(0.1), dtype(0))
         out[kernel] = fetch(buf, shape)
@@ -127,7 +128,7 @@ def test_leaky_relu_branch_and_select_agree(args):
     np.testing.assert_array_equal(select, fetch(cuda.unary("leaky_relu", xv, 0.1), shape))
     want = cpu.unary("leaky_relu", cpu_view(x), 0.1).reshape(shape)
     np.testing.assert_array_equal(select, want)
-    assert elementwise.UNARY["leaky_relu"] is elementwise.op_leaky_relu_select
+    assert elementwise.UNARY["leaky_relu"] is elementwise.unary_leaky_relu
 
 
 @pytest.mark.parametrize("dtype", FLOATS)

@@ -19,7 +19,7 @@ from minigpu.backends.contract import View, dense
 from strategies import ViewSpec, views
 
 cuda = backends.get("cuda")
-F = importlib.import_module("minigpu.backends.cuda.fused")
+F = importlib.import_module("minigpu.lessons.fusion")
 
 ACTS = sorted(F.ACTIVATIONS)
 TOL = {np.dtype(np.float32): dict(rtol=1e-5, atol=1e-5),

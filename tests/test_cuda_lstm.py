@@ -1,9 +1,9 @@
 """cuda lstm_cell / lstm_cell_backward (fused) and lstm_cell_unfused against the NumPy reference.
 
-Tolerances: the kernels do the same float operations in the same order as ``cpu_lstm``; only
-exp/tanh differ by an ulp or two between libm and CUDA, so float32 rtol=1e-5, atol=1e-6
-(values of order 1); float64 rtol=1e-12. Operands are drawn as arbitrary strided views
-(permuted, sliced, offset, broadcast) because the recurrent layers pass per-timestep slices
+Tolerances: the kernels do the same float operations in the same order as
+``backends/cpu/lstm.py``; only exp/tanh differ by an ulp or two between libm and CUDA, so
+float32 rtol=1e-5, atol=1e-6 (values of order 1); float64 rtol=1e-12. Operands are drawn as
+arbitrary strided views (permuted, sliced, offset, broadcast) because the recurrent layers pass per-timestep slices
 and stride-0 zero states straight to the kernels.
 """
 
@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from minigpu import backends
 from minigpu.backends import contract
 from minigpu.backends.cuda import device, lstm
+from minigpu.lessons.fusion import lstm_cell_unfused
 from strategies import views
 
 cpu = backends.get("cpu")
@@ -48,7 +49,7 @@ def test_lstm_cell_fused_and_unfused_match_cpu(args):
     n, hs, dtype, gates, c_prev, _ = args
     ref = cpu.lstm_cell(gates.on(cpu), c_prev.on(cpu))
     fused = lstm.lstm_cell(gates.on(cuda), c_prev.on(cuda), **SMALL)
-    unfused = lstm.lstm_cell_unfused(gates.on(cuda), c_prev.on(cuda))
+    unfused = lstm_cell_unfused(gates.on(cuda), c_prev.on(cuda))
     for r, f, u, shape in zip(ref, fused, unfused, [(n, hs), (n, hs), (n, 4 * hs)]):
         assert f.dtype == dtype and u.dtype == dtype
         np.testing.assert_allclose(host(f, shape), r.reshape(shape), **tol(dtype))

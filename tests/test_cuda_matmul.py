@@ -1,4 +1,4 @@
-"""cuda ``matmul`` and every rung of ``MATMUL_LADDER`` against ``np.matmul``.
+"""cuda ``matmul`` and every rung of the matmul lesson's ``LADDER`` against ``np.matmul``.
 
 Operands come from ``strategies.views``: permuted (transposed), step-sliced, offset and
 batch-broadcast (stride 0) layouts, with M, N, K from 1 to 11, so tiles of 4 and 8 always
@@ -19,6 +19,7 @@ from strategies import ViewSpec, views
 cpu = backends.get("cpu")
 cuda = backends.get("cuda")
 MM = importlib.import_module("minigpu.backends.cuda.matmul")
+from minigpu.lessons.matmul import LADDER  # noqa: E402
 
 TOL = dict(rtol=1e-5, atol=1e-4)
 
@@ -51,11 +52,11 @@ def check(fn, a, b, **config):
     np.testing.assert_allclose(got, want, **TOL)
 
 
-@pytest.mark.parametrize("name", list(MM.MATMUL_LADDER))
+@pytest.mark.parametrize("name", list(LADDER))
 @given(data=st.data(), ops=operands())
 def test_ladder_matches_numpy(name, data, ops):
     config = data.draw(st.sampled_from(SMALL[name]))
-    check(MM.MATMUL_LADDER[name], *ops, **config)
+    check(LADDER[name], *ops, **config)
 
 
 @given(operands())
@@ -82,7 +83,7 @@ def broadcast(a):
 
 
 @pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt", "broadcast_b", "broadcast_a"])
-@pytest.mark.parametrize("name", list(MM.MATMUL_LADDER))
+@pytest.mark.parametrize("name", list(LADDER))
 def test_transposed_and_broadcast_operands(name, layout):
     """x @ W.T (no copy), A.T @ B, and a weight shared by every batch (stride 0)."""
     rng = np.random.default_rng(7)
@@ -96,14 +97,14 @@ def test_transposed_and_broadcast_operands(name, layout):
     else:
         a = transposed(a) if layout[0] == "t" else dense(a)
         b = transposed(b) if layout[1] == "t" else dense(b)
-    check(MM.MATMUL_LADDER[name], a, b, **SMALL[name][0])
+    check(LADDER[name], a, b, **SMALL[name][0])
 
 
 @pytest.mark.parametrize("M,K,N", [(1, 1, 1), (1, 9, 1), (9, 1, 9), (1, 5, 17), (17, 3, 1)])
 def test_degenerate_sizes(M, K, N):
     rng = np.random.default_rng(8)
     a, b = rng.uniform(-4, 4, (1, M, K)), rng.uniform(-4, 4, (1, K, N))
-    for name, fn in MM.MATMUL_LADDER.items():
+    for name, fn in LADDER.items():
         check(fn, dense(a), dense(b), **SMALL[name][0])
 
 

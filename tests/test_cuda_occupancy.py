@@ -13,7 +13,7 @@ from minigpu import backends
 from minigpu.backends.cuda.device import scalar
 
 cuda = backends.get("cuda")
-O = importlib.import_module("minigpu.backends.cuda.occupancy")
+O = importlib.import_module("minigpu.lessons.occupancy")
 occ = O.theoretical_occupancy
 
 CASES = [

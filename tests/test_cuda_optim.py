@@ -14,8 +14,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from minigpu.backends import cpu_optim
+from minigpu.backends.cpu import optim as cpu_optim
 from minigpu.backends.cuda import device, memory, optim
+from minigpu.lessons.fusion import adam_step_unfused_
 
 SMALL = dict(block=32, max_blocks=2)
 PRODUCTION = dict(block=device.BLOCK, max_blocks=device.MAX_BLOCKS)
@@ -148,7 +149,7 @@ def test_adam_trajectory_fused_unfused_reference_and_pytorch_rules(n, dtype, hp,
         g_gpu = up(g)
         cpu_optim.adam_step_(cpu_state[0], g, cpu_state[1], cpu_state[2], *adam_args(hp, step))
         optim.adam_step_(fused[0], g_gpu, fused[1], fused[2], *adam_args(hp, step), **SMALL)
-        optim.adam_step_unfused_(unfused[0], g_gpu, unfused[1], unfused[2],
+        adam_step_unfused_(unfused[0], g_gpu, unfused[1], unfused[2],
                                  *adam_args(hp, step), **SMALL)
         torch_ref.step(g)
         for got_buf, ref in zip(fused, cpu_state):
@@ -180,7 +181,7 @@ def test_optimizer_production_launch():
         [p0.copy(), zeros.copy(), zeros.copy()]
     args = (1, 1e-2, 0.9, 0.999, 1e-8, 1e-2)
     optim.adam_step_(fused[0], up(g), fused[1], fused[2], *args, **PRODUCTION)
-    optim.adam_step_unfused_(unfused[0], up(g), unfused[1], unfused[2], *args, **PRODUCTION)
+    adam_step_unfused_(unfused[0], up(g), unfused[1], unfused[2], *args, **PRODUCTION)
     cpu_optim.adam_step_(ref[0], g, ref[1], ref[2], *args)
     for a, b, r in zip(fused, unfused, ref):
         np.testing.assert_allclose(a.copy_to_host(), r, rtol=1e-5, atol=1e-6)

@@ -18,6 +18,7 @@ from strategies import ViewSpec, views
 cpu = backends.get("cpu")
 cuda = backends.get("cuda")
 R = importlib.import_module("minigpu.backends.cuda.reduce")
+from minigpu.lessons import reduction  # noqa: E402
 
 needs_shuffle = pytest.mark.skipif(
     not R.WARP_SHUFFLE, reason="needs simulator warp intrinsics (simulator.py)")
@@ -269,15 +270,15 @@ def test_argreduce_int64(spec, op):
 
 # --- the teaching ladder --------------------------------------------------------------------------
 LADDER_RUNGS = [pytest.param(name, id=name,
-                             marks=[needs_shuffle] if name in R.SHUFFLE_RUNGS else [])
-                for name in R.SUM_LADDER]
+                             marks=[needs_shuffle] if name in reduction.SHUFFLE_RUNGS else [])
+                for name in reduction.LADDER]
 
 
 @pytest.mark.parametrize("name", LADDER_RUNGS)
 @given(spec=st.integers(1, 300).flatmap(lambda n: views(shape=(n,))),
        block=st.sampled_from([32, 64]))
 def test_sum_ladder_matches_numpy(name, spec, block):
-    got = host(R.SUM_LADDER[name](spec.on(cuda), block=block), ())
+    got = host(reduction.LADDER[name](spec.on(cuda), block=block), ())
     np.testing.assert_allclose(got, spec.numpy().sum(), **SUM_TOL)
 
 
@@ -286,14 +287,14 @@ def test_sum_ladder_small_blocks_and_passes(name):
     """Several passes (n > block * per-thread work) with blocks small enough to need them;
     the non-shuffle rungs also run with blocks under one warp."""
     x = np.random.default_rng(4).uniform(-4, 4, 700).astype(np.float32)
-    block = 32 if name in R.SHUFFLE_RUNGS else 8
+    block = 32 if name in reduction.SHUFFLE_RUNGS else 8
     kw = {"warp_shuffle": dict(max_grid=4), "grid_two_pass": dict(splits=5)}.get(name, {})
-    got = host(R.SUM_LADDER[name](dense_spec(x).on(cuda), block=block, **kw), ())
+    got = host(reduction.LADDER[name](dense_spec(x).on(cuda), block=block, **kw), ())
     np.testing.assert_allclose(got, x.sum(), **SUM_TOL)
 
 
 @pytest.mark.parametrize("name", LADDER_RUNGS)
 def test_sum_ladder_production_block(name):
     x = np.random.default_rng(5).uniform(-4, 4, 600).astype(np.float32)
-    got = host(R.SUM_LADDER[name](dense_spec(x).on(cuda), block=R.PRODUCTION_BLOCK), ())
+    got = host(reduction.LADDER[name](dense_spec(x).on(cuda), block=R.PRODUCTION_BLOCK), ())
     np.testing.assert_allclose(got, x.sum(), **SUM_TOL)

@@ -4,6 +4,7 @@ import pytest
 
 import minigpu as mg
 from minigpu.backends.cuda import allocator, device, streams
+from minigpu.lessons import streams as lesson
 from minigpu.utils import data as data_mod
 from minigpu.utils.data import CudaPrefetcher, DataLoader, Dataset, TensorDataset, is_pinned
 
@@ -146,7 +147,7 @@ def test_lesson_programs_agree():
         h[:] = np.arange(64) * (k + 1)
 
     def compute(buf, stream):
-        streams.spin(buf, 3, stream)
+        lesson.spin(buf, 3, stream)
 
     def reference(h):
         v = h.astype(np.float32)
@@ -155,15 +156,15 @@ def test_lesson_programs_agree():
         return v
 
     compute_stream = device.current_stream()
-    serial = streams.copy_then_compute(hosts, compute, compute_stream).copy_to_host()
-    overlapped = streams.overlapped_copy_compute(hosts, compute, compute_stream,
+    serial = lesson.copy_then_compute(hosts, compute, compute_stream).copy_to_host()
+    overlapped = lesson.overlapped_copy_compute(hosts, compute, compute_stream,
                                                  streams.new_stream()).copy_to_host()
     np.testing.assert_allclose(serial, reference(hosts[-1]), rtol=1e-6)
     np.testing.assert_allclose(overlapped, reference(hosts[-1]), rtol=1e-6)
 
 
 def test_benchmark_overlap_runs():
-    result = streams.benchmark_overlap()
+    result = lesson.benchmark_overlap()
     assert {"copy_then_compute_ms", "overlapped_ms", "speedup", "timer"} <= set(result)
     if device.SIMULATOR:
         assert "simulator" in result["timer"]
@@ -171,6 +172,6 @@ def test_benchmark_overlap_runs():
 
 @pytest.mark.gpu
 def test_overlap_is_faster_on_a_gpu():
-    result = streams.benchmark_overlap()
+    result = lesson.benchmark_overlap()
     assert result["timer"] == "cuda events (device time)"
     assert result["speedup"] > 1.3, result

@@ -13,7 +13,7 @@ order (``numel(shape)`` elements). Only the ``*_`` primitives write into an exis
 Buffers are ``numpy.ndarray`` on ``cpu`` and numba device arrays on ``cuda``. Supported dtypes:
 float32 (default), float64 (gradchecks), int64 (indices, class targets) and bool (masks).
 
-``cpu.py`` is the reference implementation: the tests compare ``cuda`` to it primitive by
+``cpu/`` is the reference implementation: the tests compare ``cuda`` to it primitive by
 primitive. Every name in :data:`PRIMITIVES` must exist in every backend module.
 """
 from __future__ import annotations
@@ -21,6 +21,8 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 import numpy as np
+
+from . import optable
 
 
 class View(NamedTuple):
@@ -74,59 +76,37 @@ def is_contiguous(shape, strides) -> bool:
     return True
 
 
+def pair(value, name="size") -> tuple:
+    """A conv/pool size argument as (height, width) ints: ``3`` and ``(3,)`` -> (3, 3),
+    ``(3, 5)`` kept; anything else is a ValueError naming the argument."""
+    if np.isscalar(value):
+        return int(value), int(value)
+    value = tuple(int(v) for v in value)
+    if len(value) == 1:
+        return value * 2
+    if len(value) != 2:
+        raise ValueError(f"{name} must be an int or a tuple of 2 ints, got {value}")
+    return value
+
+
+def conv_out_size(size, k, stride, pad, dilation=1) -> int:
+    """Output length of a convolution or pooling window sweep along one axis (PyTorch's
+    formula): ``(size + 2*pad - dilation*(k - 1) - 1) // stride + 1``."""
+    return (size + 2 * pad - dilation * (k - 1) - 1) // stride + 1
+
+
 def dense(buf, shape) -> View:
     """The contiguous view of a whole buffer, as returned by every primitive."""
     return View(buf, tuple(shape), contiguous_strides(shape), 0)
 
 
-UNARY_OPS = {
-    # name: (formula with parameters a=alpha, b=beta, output dtype rule)
-    "neg": "-x",
-    "exp": "exp(x)",
-    "log": "log(x)",
-    "sqrt": "sqrt(x)",
-    "tanh": "tanh(x)",
-    "sigmoid": "1 / (1 + exp(-x)), computed without overflow for large |x|",
-    "relu": "max(x, 0)",
-    "leaky_relu": "x if x > 0 else a*x",
-    "abs": "|x|",
-    "sign": "-1, 0 or 1",
-    "affine": "a*x + b  (x+3, 2*x, 3-x, x/4 all use this)",
-    "rdiv": "a / x",
-    "pow": "x ** a",
-    "rpow": "a ** x",
-    "clamp": "min(max(x, a), b)  (a=-inf / b=inf for a one-sided clamp)",
-    "gt": "x > a  -> bool",
-    "ge": "x >= a -> bool",
-    "lt": "x < a  -> bool",
-    "le": "x <= a -> bool",
-    "eq": "x == a -> bool",
-    "ne": "x != a -> bool",
-}
+UNARY_OPS = {op.name: op.formula for op in optable.UNARY}
+"""Unary maps: name -> exact semantics, with parameters a=alpha, b=beta (``optable.py``)."""
 
-BINARY_OPS = {
-    "add": "x + y",
-    "sub": "x - y",
-    "mul": "x * y",
-    "div": "x / y",
-    "pow": "x ** y",
-    "maximum": "max(x, y)",
-    "minimum": "min(x, y)",
-    "gt": "x > y  -> bool",
-    "ge": "x >= y -> bool",
-    "lt": "x < y  -> bool",
-    "le": "x <= y -> bool",
-    "eq": "x == y -> bool",
-    "ne": "x != y -> bool",
-    # Fused backward maps: one pass instead of building a mask and multiplying.
-    "relu_grad": "x (the upstream grad) where y > 0 else 0   (y = relu input)",
-    "leaky_relu_grad": "x where y > 0 else a*x   (y = input)",
-    "tanh_grad": "x * (1 - y*y)   (y = tanh output)",
-    "sigmoid_grad": "x * y * (1 - y)   (y = sigmoid output)",
-    "clamp_grad": "x where a <= y <= b else 0   (y = clamp input)",
-}
+BINARY_OPS = {op.name: op.formula for op in optable.BINARY}
+"""Binary maps on equal shapes (the caller broadcasts): name -> semantics (``optable.py``)."""
 
-COMPARISONS = ("gt", "ge", "lt", "le", "eq", "ne")
+COMPARISONS = tuple(op.name for op in optable.BINARY if op.bool_result)
 
 REDUCE_OPS = ("sum", "max", "min")
 
@@ -190,7 +170,7 @@ PRIMITIVES = {
                   "weight_decay): PyTorch Adam (L2 weight decay, bias-corrected), in place",
     # --- random: counter-based, so a (seed, offset) pair gives the same numbers on every
     # backend. bits(i, s) = mix32(uint32(offset + i) ^ mix32(uint32(seed + s*0x9E3779B9)))
-    # with mix32 the 'lowbias32' hash (cpu._mix32); s selects one of three streams.
+    # with mix32 the 'lowbias32' hash (cpu/random.py mix32); s selects one of three streams.
     "random_uniform": "random_uniform(n, seed, offset, dtype) -> buf: (bits(i,0) >> 8) * 2**-24",
     "random_normal": "random_normal(n, seed, offset, dtype) -> buf: Box-Muller, "
                      "u1 = ((bits(i,1) >> 8) + 1) * 2**-24, u2 = (bits(i,2) >> 8) * 2**-24, "

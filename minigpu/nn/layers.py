@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 from .. import creation
+from ..backends.contract import pair
 from ..tensor import int64
 from . import functional as F
 from . import init
@@ -17,10 +18,6 @@ from .module import Module, Parameter
 __all__ = ["Identity", "Linear", "Conv2d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d",
            "BatchNorm1d", "BatchNorm2d", "Dropout", "Flatten", "ReLU", "LeakyReLU", "Tanh",
            "Sigmoid", "Softmax", "LogSoftmax"]
-
-
-def _pair(v):
-    return (v, v) if isinstance(v, int) else tuple(v)
 
 
 def _check_image(layer, input):
@@ -99,10 +96,10 @@ class Conv2d(Module):
             raise NotImplementedError(f"Conv2d: minigpu supports padding_mode='zeros' only, "
                                       f"got '{padding_mode}'")
         self.in_channels, self.out_channels = int(in_channels), int(out_channels)
-        self.kernel_size = _pair(kernel_size)
-        self.stride = _pair(stride)
-        self.padding = padding if isinstance(padding, str) else _pair(padding)
-        self.dilation = _pair(dilation)
+        self.kernel_size = pair(kernel_size)
+        self.stride = pair(stride)
+        self.padding = padding if isinstance(padding, str) else pair(padding)
+        self.dilation = pair(dilation)
         self.groups, self.padding_mode = groups, padding_mode
         self.output_padding = (0, 0)
         self.transposed = False

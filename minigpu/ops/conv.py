@@ -19,29 +19,11 @@ classic price of im2col, paid for GEMM speed.
 """
 from __future__ import annotations
 
-import numbers
-
 from ..autograd import Function
-from ..backends.contract import View
+from ..backends.contract import View, conv_out_size, pair
 from ..tensor import Tensor
+from .common import check_same_device
 from .shape import contiguous
-
-
-def _pair(value, name):
-    """An int or a pair of ints -> a pair of non-negative ints."""
-    if isinstance(value, numbers.Integral):
-        return int(value), int(value)
-    value = tuple(int(v) for v in value)
-    if len(value) == 1:
-        return value * 2
-    if len(value) != 2:
-        raise ValueError(f"{name} must be an int or a tuple of 2 ints, got {value}")
-    return value
-
-
-def out_size(size, k, s, p, d=1):
-    """PyTorch's output size of a convolution / pooling window along one axis (floor mode)."""
-    return (size + 2 * p - d * (k - 1) - 1) // s + 1
 
 
 class Conv2d(Function):
@@ -52,8 +34,8 @@ class Conv2d(Function):
         weight = contiguous(weight)
         n, c, h, w = x.shape
         oc, _, kh, kw = weight.shape
-        oh = out_size(h, kh, stride[0], padding[0], dilation[0])
-        ow = out_size(w, kw, stride[1], padding[1], dilation[1])
+        oh = conv_out_size(h, kh, stride[0], padding[0], dilation[0])
+        ow = conv_out_size(w, kw, stride[1], padding[1], dilation[1])
         k, pixels = c * kh * kw, oh * ow
         be = x.backend
         cols = be.im2col(x._view(), (kh, kw), stride, padding, dilation)
@@ -99,7 +81,6 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
            name="conv2d"):
     """``torch.nn.functional.conv2d`` for groups=1: (N,C,H,W) or unbatched (C,H,W) input,
     int or pair stride/padding/dilation, padding also ``'valid'`` or ``'same'``."""
-    from .elementwise import check_same_device
     if groups != 1:
         raise NotImplementedError(f"{name}: minigpu supports groups=1 only, got groups={groups}")
     check_same_device(input, weight, *([bias] if bias is not None else []))
@@ -121,17 +102,17 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
     if x.dtype != weight.dtype or (bias is not None and bias.dtype != weight.dtype):
         raise RuntimeError(f"{name}: input type ({x.dtype}) and weight type ({weight.dtype}) "
                            f"should be the same")
-    stride, dilation = _pair(stride, "stride"), _pair(dilation, "dilation")
+    stride, dilation = pair(stride, "stride"), pair(dilation, "dilation")
     if isinstance(padding, str):
         padding = _string_padding(padding, (kh, kw), stride, dilation, name)
-    padding = _pair(padding, "padding")
+    padding = pair(padding, "padding")
     if min(stride) < 1 or min(dilation) < 1 or min(padding) < 0:
         raise RuntimeError(f"{name}: stride and dilation must be positive and padding "
                            f"non-negative, got stride={stride}, padding={padding}, "
                            f"dilation={dilation}")
     h, w = x.shape[2:]
-    oh = out_size(h, kh, stride[0], padding[0], dilation[0])
-    ow = out_size(w, kw, stride[1], padding[1], dilation[1])
+    oh = conv_out_size(h, kh, stride[0], padding[0], dilation[0])
+    ow = conv_out_size(w, kw, stride[1], padding[1], dilation[1])
     if oh < 1 or ow < 1:
         raise RuntimeError(f"{name}: Calculated padded input size per channel: "
                            f"({h + 2 * padding[0]} x {w + 2 * padding[1]}). Kernel size: "

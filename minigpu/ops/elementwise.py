@@ -1,5 +1,11 @@
 """Elementwise ops: arithmetic with broadcasting, math functions, activations, comparisons.
 
+Every map comes from the op table (``backends/optable.py``): each op with a derivative is one
+``Function`` class here (``Unary`` or ``Binary`` plus the table entry), and each op marked
+``method=True`` is one public function (``exp``, ``relu``, ``maximum``, ...). The functions
+below add what the table does not say: Python-scalar fast paths (``x + 3`` is one ``affine``
+map), dtype promotion, ``where`` and comparisons.
+
 Broadcasting never copies: both operands become stride-0 views of the output shape and one
 ``binary`` kernel reads them. Backward undoes the broadcast with ``sum_to``.
 """
@@ -11,163 +17,89 @@ import numbers
 import numpy as np
 
 from ..autograd import Function
-from ..tensor import Tensor, float32, int64
+from ..backends import optable
+from ..tensor import Tensor, float32
+from .common import as_float, check_same_device, new, promote
 from .shape import broadcast_shapes, expand_view, sum_to
 
 
-def new(buf, shape, like: Tensor) -> Tensor:
-    """A dense tensor on ``like``'s device holding a primitive's output buffer."""
-    return Tensor._dense(buf, shape, like.device)
-
-
-def check_same_device(*tensors):
-    devices = {t.device.type for t in tensors if isinstance(t, Tensor)}
-    if len(devices) > 1:
-        raise RuntimeError("Expected all tensors to be on the same device, but found at least "
-                           f"two devices, {' and '.join(sorted(devices))}!")
-
-
-def promote(a: Tensor, b: Tensor):
-    """Cast two tensors to a common dtype the way PyTorch does (float wins, wider wins)."""
-    if a.dtype == b.dtype:
-        return a, b
-    if a.dtype.kind == "f" and b.dtype.kind == "f":
-        target = np.promote_types(a.dtype, b.dtype)
-    elif a.dtype.kind == "f" or b.dtype.kind == "f":
-        target = a.dtype if a.dtype.kind == "f" else b.dtype
-    else:
-        target = int64
-    return a.to(target), b.to(target)
-
-
-def as_float(x: Tensor) -> Tensor:
-    """Integer and bool tensors become float32 before float math (like torch.exp(int))."""
-    return x if x.dtype.kind == "f" else x.to(float32)
-
-
-# --- unary maps -------------------------------------------------------------------------------
+# --- the maps of the op table: one Function per differentiable op -------------------------
 class Unary(Function):
-    """y = op(x) with scalar parameters alpha/beta; subclasses give the derivative."""
+    """y = op(x, alpha, beta); the derivative is the op's ``grad`` in ``backends/optable.py``."""
 
-    op = None
+    entry: optable.Op
 
     def forward(self, x, alpha=0.0, beta=0.0):
         self.alpha, self.beta = alpha, beta
-        y = new(x.backend.unary(self.op, x._view(), alpha, beta), x.shape, x)
+        y = new(x.backend.unary(self.entry.name, x._view(), alpha, beta), x.shape, x)
         self.save_for_backward(x, y)
         return y
 
-    def map(self, op, t, alpha=0.0, beta=0.0):
-        return new(t.backend.unary(op, t._view(), alpha, beta), t.shape, t)
-
-    def fused(self, op, g, t, alpha=0.0, beta=0.0):
-        """One fused backward kernel: op(upstream grad, saved tensor)."""
-        return new(g.backend.binary(op, g._view(), t._view(), alpha, beta), g.shape, g)
-
-
-class Neg(Unary):
-    op = "neg"
-
-    def backward(self, g):
-        return -g
-
-
-class Exp(Unary):
-    op = "exp"
-
-    def backward(self, g):
-        return g * self.saved_tensors[1]
-
-
-class Log(Unary):
-    op = "log"
-
-    def backward(self, g):
-        return g / self.saved_tensors[0]
-
-
-class Sqrt(Unary):
-    op = "sqrt"
-
-    def backward(self, g):
-        return g / (self.saved_tensors[1] * 2)
-
-
-class Tanh(Unary):
-    op = "tanh"
-
-    def backward(self, g):
-        return self.fused("tanh_grad", g, self.saved_tensors[1])
-
-
-class Sigmoid(Unary):
-    op = "sigmoid"
-
-    def backward(self, g):
-        return self.fused("sigmoid_grad", g, self.saved_tensors[1])
-
-
-class Relu(Unary):
-    op = "relu"
-
-    def backward(self, g):
-        return self.fused("relu_grad", g, self.saved_tensors[0])
-
-
-class LeakyRelu(Unary):
-    op = "leaky_relu"
-
-    def backward(self, g):
-        return self.fused("leaky_relu_grad", g, self.saved_tensors[0], self.alpha)
-
-
-class Abs(Unary):
-    op = "abs"
-
-    def backward(self, g):
-        return g * self.map("sign", self.saved_tensors[0])
-
-
-class Affine(Unary):
-    op = "affine"
-
-    def backward(self, g):
-        return g * self.alpha
-
-
-class RDiv(Unary):
-    """alpha / x"""
-    op = "rdiv"
-
     def backward(self, g):
         x, y = self.saved_tensors
-        return -g * y / x
+        return self.entry.grad(g, x, y, self.alpha, self.beta)
 
 
-class PowScalar(Unary):
-    """x ** alpha"""
-    op = "pow"
-
-    def backward(self, g):
-        x = self.saved_tensors[0]
-        if self.alpha == 0:
-            return g * 0.0
-        return g * self.map("pow", x, self.alpha - 1) * self.alpha
+def broadcast_views(a: Tensor, b: Tensor):
+    shape = broadcast_shapes(a.shape, b.shape)
+    return shape, expand_view(a, shape), expand_view(b, shape)
 
 
-class RPow(Unary):
-    """alpha ** x"""
-    op = "rpow"
+class Binary(Function):
+    """z = op(x, y) with broadcasting (stride-0 views, no copy). One gradient rule for every
+    binary op: each input's derivative from the table, computed only when that input needs
+    it, then summed back to the input's shape (``sum_to`` undoes the broadcast)."""
 
-    def backward(self, g):
-        return g * self.saved_tensors[1] * math.log(self.alpha)
+    entry: optable.Op
 
-
-class Clamp(Unary):
-    op = "clamp"
+    def forward(self, a, b):
+        shape, va, vb = broadcast_views(a, b)
+        self.save_for_backward(a, b)
+        return new(a.backend.binary(self.entry.name, va, vb), shape, a)
 
     def backward(self, g):
-        return self.fused("clamp_grad", g, self.saved_tensors[0], self.alpha, self.beta)
+        a, b = self.saved_tensors
+        dx, dy = self.entry.grad
+        return (sum_to(dx(g, a, b), a.shape) if self.needs_input_grad[0] else None,
+                sum_to(dy(g, a, b), b.shape) if self.needs_input_grad[1] else None)
+
+
+def _function(base, entry, suffix=""):
+    """The Function class of a table op, named after it (``relu`` -> ``Relu``)."""
+    name = "".join(part.title() for part in entry.name.split("_")) + suffix
+    return type(name, (base,), {"entry": entry, "__doc__": f"{entry.name}: {entry.formula}",
+                                "__module__": __name__})
+
+
+UNARY_FUNCTIONS = {op.name: _function(Unary, op, "Scalar" if op.name in optable.BINARY_BY_NAME
+                                      else "") for op in optable.UNARY if op.grad}
+BINARY_FUNCTIONS = {op.name: _function(Binary, op) for op in optable.BINARY if op.grad}
+Affine, RDiv, PowScalar, RPow, Clamp, LeakyRelu = (
+    UNARY_FUNCTIONS[n] for n in ("affine", "rdiv", "pow", "rpow", "clamp", "leaky_relu"))
+Add, Sub, Mul, Div, Pow = (BINARY_FUNCTIONS[n] for n in ("add", "sub", "mul", "div", "pow"))
+
+
+def _table_function(op, binary):
+    """``minigpu.<name>`` for a table op with ``method=True``."""
+    if binary:
+        def fn(a, b):
+            return BINARY_FUNCTIONS[op.name].apply(*tensor_operands(a, b))
+    elif op.grad is None:
+        def fn(x):
+            return new(x.backend.unary(op.name, x._view()), x.shape, x)
+    else:
+        def fn(x):
+            return UNARY_FUNCTIONS[op.name].apply(as_float(x) if op.float_input else x)
+    fn.__name__ = fn.__qualname__ = op.name
+    fn.__doc__ = f"Elementwise ``{op.formula}``."
+    return fn
+
+
+TABLE_FUNCTIONS = {op.name: _table_function(op, binary)
+                   for ops, binary in ((optable.UNARY, False), (optable.BINARY, True))
+                   for op in ops if op.method}
+"""The public functions the op table defines (``minigpu.exp``, ``minigpu.maximum``, ...)."""
+globals().update(TABLE_FUNCTIONS)
 
 
 class Cast(Function):
@@ -177,92 +109,6 @@ class Cast(Function):
 
     def backward(self, g):
         return g.to(self.source), None
-
-
-# --- binary maps with broadcasting ---------------------------------------------------------------
-def broadcast_views(a: Tensor, b: Tensor):
-    shape = broadcast_shapes(a.shape, b.shape)
-    return shape, expand_view(a, shape), expand_view(b, shape)
-
-
-class Binary(Function):
-    op = None
-
-    def forward(self, a, b):
-        shape, va, vb = broadcast_views(a, b)
-        self.save_for_backward(a, b)
-        return new(a.backend.binary(self.op, va, vb), shape, a)
-
-    def grads(self, g, ga, gb):
-        a, b = self.saved_tensors
-        return (sum_to(ga, a.shape) if self.needs_input_grad[0] else None,
-                sum_to(gb, b.shape) if self.needs_input_grad[1] else None)
-
-
-class Add(Binary):
-    op = "add"
-
-    def backward(self, g):
-        return self.grads(g, g, g)
-
-
-class Sub(Binary):
-    op = "sub"
-
-    def backward(self, g):
-        return self.grads(g, g, -g)
-
-
-class Mul(Binary):
-    op = "mul"
-
-    def backward(self, g):
-        a, b = self.saved_tensors
-        return self.grads(g, g * b if self.needs_input_grad[0] else None,
-                          g * a if self.needs_input_grad[1] else None)
-
-    def grads(self, g, ga, gb):
-        a, b = self.saved_tensors
-        return (sum_to(ga, a.shape) if ga is not None else None,
-                sum_to(gb, b.shape) if gb is not None else None)
-
-
-class Div(Mul):
-    op = "div"
-
-    def backward(self, g):
-        a, b = self.saved_tensors
-        ga = g / b
-        return self.grads(g, ga if self.needs_input_grad[0] else None,
-                          -ga * a / b if self.needs_input_grad[1] else None)
-
-
-class Pow(Mul):
-    op = "pow"
-
-    def backward(self, g):
-        a, b = self.saved_tensors
-        ga = g * b * a ** (b - 1) if self.needs_input_grad[0] else None
-        gb = g * a ** b * log(a) if self.needs_input_grad[1] else None
-        return self.grads(g, ga, gb)
-
-
-class Maximum(Mul):
-    op = "maximum"
-
-    def backward(self, g):
-        a, b = self.saved_tensors
-        mask = compare("ge", a, b).to(g.dtype)
-        return self.grads(g, g * mask, g * (1 - mask))
-
-
-class Minimum(Mul):
-    op = "minimum"
-
-    def backward(self, g):
-        a, b = self.saved_tensors
-        mask = compare("le", a, b).to(g.dtype)
-        return self.grads(g, g * mask, g * (1 - mask))
 
 
 class Where(Function):
@@ -281,7 +127,7 @@ class Where(Function):
         return None, ga, gb
 
 
-# --- user-facing functions --------------------------------------------------------------------------
+# --- user-facing functions ------------------------------------------------------------------
 def _is_scalar(x):
     return isinstance(x, (numbers.Number, np.number, np.bool_)) and not isinstance(x, Tensor)
 
@@ -369,18 +215,6 @@ def rpow(a, b):
     return RPow.apply(as_float(a), float(b))
 
 
-def neg(x):
-    return Neg.apply(x)
-
-
-def maximum(a, b):
-    return Maximum.apply(*tensor_operands(a, b))
-
-
-def minimum(a, b):
-    return Minimum.apply(*tensor_operands(a, b))
-
-
 def compare(op, a, b):
     """Elementwise comparison; the result is a bool tensor and carries no gradient."""
     if isinstance(a, Tensor) and _is_scalar(b):
@@ -414,18 +248,6 @@ def le(a, b):
     return compare("le", a, b)
 
 
-def exp(x):
-    return Exp.apply(as_float(x))
-
-
-def log(x):
-    return Log.apply(as_float(x))
-
-
-def sqrt(x):
-    return Sqrt.apply(as_float(x))
-
-
 def rsqrt(x):
     return PowScalar.apply(as_float(x), -0.5)
 
@@ -434,32 +256,8 @@ def reciprocal(x):
     return RDiv.apply(as_float(x), 1.0)
 
 
-def square(x):
-    return x * x
-
-
-def tanh(x):
-    return Tanh.apply(as_float(x))
-
-
-def sigmoid(x):
-    return Sigmoid.apply(as_float(x))
-
-
-def relu(x):
-    return Relu.apply(x)
-
-
 def leaky_relu(x, negative_slope=0.01):
     return LeakyRelu.apply(x, float(negative_slope))
-
-
-def abs(x):
-    return Abs.apply(x)
-
-
-def sign(x):
-    return new(x.backend.unary("sign", x._view()), x.shape, x)
 
 
 def clamp(x, min=None, max=None):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ..autograd import Function
 from ..tensor import Tensor
+from .common import check_same_device
 from .shape import contiguous, normalize_dim, reshape, transpose
 
 
@@ -29,7 +30,6 @@ class IndexSelect(Function):
 def index_select(x, dim, index):
     if not isinstance(index, Tensor) or index.dtype.kind not in "iu" or index.ndim > 1:
         raise IndexError("index_select(): index must be a 0-D or 1-D integer tensor")
-    from .elementwise import check_same_device
     check_same_device(x, index)
     d = normalize_dim(dim, x.ndim)
     size = x.shape[d]

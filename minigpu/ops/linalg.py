@@ -9,6 +9,7 @@ from __future__ import annotations
 from ..autograd import Function
 from ..backends.contract import View, contiguous_strides, numel
 from ..tensor import Tensor
+from .common import check_same_device
 from .shape import broadcast_shapes, expand_view, sum_to, unsqueeze, squeeze
 
 
@@ -57,7 +58,6 @@ def _shape_str(t):
 
 
 def matmul(a, b):
-    from .elementwise import check_same_device
     if not isinstance(a, Tensor) or not isinstance(b, Tensor):
         raise TypeError("matmul(): both arguments must be Tensors")
     check_same_device(a, b)

@@ -24,6 +24,7 @@ import warnings
 from ..autograd import Function, no_grad
 from ..tensor import Tensor, int64
 from . import elementwise as ew
+from .common import check_same_device
 from .shape import contiguous, sum_to
 
 _EPSILON = 1e-12  # PyTorch's floor for x*(1-x) in the BCE gradient
@@ -58,7 +59,7 @@ def _check_float(name, *tensors):
     for t in tensors:
         if not isinstance(t, Tensor):
             raise TypeError(f"{name}(): expected Tensor arguments, got {type(t).__name__}")
-    ew.check_same_device(*tensors)
+    check_same_device(*tensors)
 
 
 # --- regression ----------------------------------------------------------------------------------
@@ -157,7 +158,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     _check_float("binary_cross_entropy_with_logits", input, target)
     _same_size("binary_cross_entropy_with_logits", input, target)
     if pos_weight is not None:
-        ew.check_same_device(input, pos_weight)
+        check_same_device(input, pos_weight)
         pos_weight = pos_weight.to(input.dtype)
     loss = BCEWithLogits.apply(input, target.to(input.dtype), pos_weight)
     if weight is not None:
@@ -214,7 +215,7 @@ def _class_targets(name, rows, target, weight, ignore_index):
         raise RuntimeError(f"{name}: weight tensor should be defined either for all {c} classes "
                            f"or no classes but got weight tensor of shape: "
                            f"{list(weight.shape)}")
-    ew.check_same_device(rows, weight)
+    check_same_device(rows, weight)
     table = contiguous(weight.detach().to(rows.dtype))
     picked = rows.backend.index_select(table._view()._replace(shape=(c, 1), strides=(1, 1)),
                                        safe._view())  # w[t]: the primitive, no range re-check
@@ -352,4 +353,3 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
         safe, coef, _ = _class_targets("nll_loss", rows, flat_target, weight, ignore_index)
     loss = NLLLoss.apply(rows, safe, coef)
     return _finish(loss, coef, reduction, shape)
-

@@ -25,6 +25,7 @@ from ..autograd import Function, no_grad
 from ..random import default_generator
 from ..tensor import Tensor
 from . import elementwise as ew
+from .common import as_float, check_same_device
 
 
 def _channel_shape(x):
@@ -84,7 +85,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     for name, t in (("weight", weight), ("bias", bias), ("running_mean", running_mean),
                     ("running_var", running_var)):
         if t is not None:
-            ew.check_same_device(input, t)
+            check_same_device(input, t)
             if tuple(t.shape) != (c,):
                 raise RuntimeError(f"batch_norm: {name} should contain {c} elements not "
                                    f"{t.numel()}")
@@ -122,7 +123,7 @@ def dropout(input, p=0.5, training=True, inplace=False):
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0.0:
         return input
-    x = ew.as_float(input)
+    x = as_float(input)
     if p == 1.0:
         return x * 0.0
     n = x.numel()

@@ -18,8 +18,8 @@ import math
 import numbers
 
 from ..autograd import Function
+from ..backends.contract import conv_out_size, pair
 from ..tensor import Tensor
-from .conv import _pair, out_size
 from .shape import contiguous
 
 
@@ -28,8 +28,8 @@ class MaxPool2d(Function):
         x = contiguous(x)
         out, argmax = x.backend.maxpool2d(x._view(), kernel, stride, padding)
         n, c, h, w = x.shape
-        shape = (n, c, out_size(h, kernel[0], stride[0], padding[0]),
-                 out_size(w, kernel[1], stride[1], padding[1]))
+        shape = (n, c, conv_out_size(h, kernel[0], stride[0], padding[0]),
+                 conv_out_size(w, kernel[1], stride[1], padding[1]))
         self.x_shape = tuple(x.shape)
         self.indices = Tensor._dense(argmax, shape, x.device)
         self.mark_non_differentiable(self.indices)
@@ -47,8 +47,8 @@ class AvgPool2d(Function):
         self.args = (kernel, stride, padding, count_include_pad)
         self.x_shape = tuple(x.shape)
         n, c, h, w = x.shape
-        shape = (n, c, out_size(h, kernel[0], stride[0], padding[0]),
-                 out_size(w, kernel[1], stride[1], padding[1]))
+        shape = (n, c, conv_out_size(h, kernel[0], stride[0], padding[0]),
+                 conv_out_size(w, kernel[1], stride[1], padding[1]))
         return Tensor._dense(x.backend.avgpool2d(x._view(), *self.args), shape, x.device)
 
     def backward(self, g):
@@ -65,12 +65,12 @@ def _pool_args(name, input, kernel_size, stride, padding, dilation=1, ceil_mode=
         raise RuntimeError(f"{name}: expected a floating point input, got {input.dtype}")
     if ceil_mode:
         raise NotImplementedError(f"{name}: minigpu supports ceil_mode=False only")
-    if _pair(dilation, "dilation") != (1, 1):
+    if pair(dilation, "dilation") != (1, 1):
         raise NotImplementedError(f"{name}: minigpu supports dilation=1 only")
-    kernel = _pair(kernel_size, "kernel_size")
+    kernel = pair(kernel_size, "kernel_size")
     stride = kernel if stride is None or (not isinstance(stride, numbers.Integral)
-                                          and len(stride) == 0) else _pair(stride, "stride")
-    padding = _pair(padding, "padding")
+                                          and len(stride) == 0) else pair(stride, "stride")
+    padding = pair(padding, "padding")
     if min(kernel) < 1 or min(stride) < 1:
         raise RuntimeError(f"{name}: kernel_size and stride must be positive, got "
                            f"kernel_size={kernel}, stride={stride}")
@@ -78,8 +78,8 @@ def _pool_args(name, input, kernel_size, stride, padding, dilation=1, ceil_mode=
         raise RuntimeError(f"{name}: pad should be at most half of effective kernel size, but "
                            f"got pad={padding}, kernel_size={kernel}")
     h, w = input.shape[-2:]
-    oh, ow = (out_size(h, kernel[0], stride[0], padding[0]),
-              out_size(w, kernel[1], stride[1], padding[1]))
+    oh, ow = (conv_out_size(h, kernel[0], stride[0], padding[0]),
+              conv_out_size(w, kernel[1], stride[1], padding[1]))
     if oh < 1 or ow < 1:
         raise RuntimeError(f"{name}: Given input size: ({h}x{w}). Calculated output size: "
                            f"({oh}x{ow}). Output size is too small")

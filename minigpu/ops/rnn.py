@@ -28,6 +28,7 @@ import numpy as np
 from ..autograd import Function
 from ..backends.contract import View, dense
 from ..tensor import Tensor
+from .common import check_same_device
 
 
 # --- view helpers --------------------------------------------------------------------------------
@@ -385,7 +386,6 @@ def embedding(input, weight, padding_idx=None):
                            f"{getattr(input, 'dtype', type(input).__name__)} instead")
     if weight.ndim != 2:
         raise RuntimeError(f"'weight' must be 2-D, got {weight.ndim}-D")
-    from .elementwise import check_same_device
     check_same_device(weight, input)
     v = weight.shape[0]
     if padding_idx is not None:

@@ -13,6 +13,7 @@ import numpy as np
 from ..autograd import Function
 from ..backends.contract import View, contiguous_strides, numel
 from ..tensor import Device, Tensor
+from .common import check_same_device
 
 
 def normalize_dim(dim, ndim):
@@ -368,7 +369,6 @@ def cat(tensors, dim=0):
     tensors = list(tensors)
     if not tensors:
         raise RuntimeError("cat(): expected a non-empty list of Tensors")
-    from .elementwise import check_same_device
     check_same_device(*tensors)
     first = tensors[0]
     d = normalize_dim(dim, first.ndim)
@@ -431,7 +431,6 @@ def fill_(x, value):
 
 
 def copy_(x, src):
-    from .elementwise import check_same_device
     check_same_device(x, src)
     setitem_(x, Ellipsis, src)
     return x

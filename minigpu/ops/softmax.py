@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ..autograd import Function
 from ..tensor import Tensor
+from .common import as_float
 from .shape import contiguous, normalize_dim, transpose
 
 
@@ -30,7 +31,6 @@ class Softmax(Function):
 
 
 def _along(x, dim, log):
-    from .elementwise import as_float
     x = as_float(x)
     if x.ndim == 0:
         return Softmax.apply(x, log)

@@ -1,4 +1,5 @@
-"""Convolution on the GPU: im2col / col2im (production) and a direct convolution (a lesson).
+"""Convolution on the GPU: im2col / col2im. (The direct convolution with its filter in constant
+memory is the lesson ``minigpu/lessons/constant_memory.py``.)
 
 Production convolution is *im2col + GEMM*: ``im2col`` unrolls every receptive field of the
 input into one column of a ``(C*kh*kw, OH*OW)`` matrix, so the convolution becomes a single
@@ -14,13 +15,6 @@ Lessons, in file order:
    sums the column entries that touch it: no atomics, every pixel written once, and the
    summation order is fixed, so the result is deterministic (bit-identical run to run and
    identical to ``cpu.col2im``).
-3. ``conv2d_direct_constmem`` vs ``conv2d_direct_global``: a direct (stride-1) convolution whose
-   small filter lives in *constant memory* (``cuda.const.array_like``), against the same kernel
-   reading the filter from global memory. Every thread of a warp reads the same filter tap at
-   the same time: the constant cache serves such a uniform read as one broadcast. The price is
-   that the filter is baked into the compiled kernel, so every new filter means a new
-   compilation: fine for fixed filters (Sobel, Gaussian blur, inference), useless for training.
-
 Every input is read through its strides (``View.strides``/``offset``), so a non-contiguous input
 costs no extra copy: the kernels gather anyway. Layout of an NCHW tensor element
 ``(n, c, h, w)``: ``buf[offset + n*s0 + c*s1 + h*s2 + w*s3]``.
@@ -33,26 +27,12 @@ index into coordinates costs 32-bit divisions for any tensor under 2**31 element
 """
 from __future__ import annotations
 
-from collections import OrderedDict
-
-import numpy as np
 from numba import cuda, float32
 
-from ..contract import View, numel
+from ..contract import View, conv_out_size, pair
 from .device import current_stream, empty, launch_1d
-from .memory import from_numpy, full
+from .memory import full
 from .strided import unravel4
-
-
-
-
-def _out_size(size, k, s, p, d=1):
-    return (size + 2 * p - d * (k - 1) - 1) // s + 1
-
-
-def _pair(v):
-    return (int(v), int(v)) if np.isscalar(v) else (int(v[0]), int(v[1]))
-
 
 
 # --- im2col ---------------------------------------------------------------------------------------
@@ -96,10 +76,10 @@ def im2col_kernel(x, xs, xoff, dims, geom, out):
 def im2col(x: View, kernel, stride, padding, dilation=(1, 1), *, block=None,
            max_blocks=None):
     """(N, C, H, W) -> (N, C*kh*kw, OH*OW), exactly ``cpu.im2col``."""
-    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = (_pair(kernel), _pair(stride), _pair(padding),
-                                              _pair(dilation))
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = (pair(kernel), pair(stride), pair(padding),
+                                              pair(dilation))
     n, c, h, w = x.shape
-    oh, ow = _out_size(h, kh, sh, ph, dh), _out_size(w, kw, sw, pw, dw)
+    oh, ow = conv_out_size(h, kh, sh, ph, dh), conv_out_size(w, kw, sw, pw, dw)
     out = empty(n * c * kh * kw * max(oh, 0) * max(ow, 0), x.dtype)
     if out.size == 0:
         return out
@@ -161,10 +141,10 @@ def col2im_kernel(cols, cs, coff, dims, geom, out):
 def col2im(cols: View, x_shape, kernel, stride, padding, dilation=(1, 1), *, block=None,
            max_blocks=None):
     """(N, C*kh*kw, OH*OW) -> (N, C, H, W), the adjoint of :func:`im2col`."""
-    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = (_pair(kernel), _pair(stride), _pair(padding),
-                                              _pair(dilation))
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = (pair(kernel), pair(stride), pair(padding),
+                                              pair(dilation))
     n, c, h, w = (int(s) for s in x_shape)
-    oh, ow = _out_size(h, kh, sh, ph, dh), _out_size(w, kw, sw, pw, dw)
+    oh, ow = conv_out_size(h, kh, sh, ph, dh), conv_out_size(w, kw, sw, pw, dw)
     if oh <= 0 or ow <= 0 or cols.numel == 0:
         return full(n * c * h * w, 0, cols.dtype)
     out = empty(n * c * h * w, cols.dtype)
@@ -172,155 +152,4 @@ def col2im(cols: View, x_shape, kernel, stride, padding, dilation=(1, 1), *, blo
     col2im_kernel[grid, blk, current_stream()](
         cols.buf, tuple(cols.strides), cols.offset, (n, c, h, w, oh, ow),
         (kh, kw, sh, sw, ph, pw, dh, dw), out)
-    return out
-
-
-# --- direct convolution: constant memory vs global memory ----------------------------------------
-CONST_BYTES = 64 * 1024
-"""Constant memory per kernel (the filter and the bias must fit)."""
-
-
-@cuda.jit(device=True, inline=True)
-def _direct_conv_point(x, xs, xoff, n, oc, oh, ow, c_, h_, w_, ph, pw, wt, kh, kw):
-    """Sum over (c, ki, kj) of x_pad[n, c, oh + ki, ow + kj] * wt[oc, c, ki, kj]."""
-    acc = float32(0)
-    for c in range(c_):
-        xc = xoff + n * xs[0] + c * xs[1]
-        for ki in range(kh):
-            ih = oh - ph + ki
-            if ih < 0 or ih >= h_:
-                continue
-            for kj in range(kw):
-                iw = ow - pw + kj
-                if 0 <= iw < w_:
-                    acc += x[xc + ih * xs[2] + iw * xs[3]] * wt[oc, c, ki, kj]
-    return acc
-
-
-def _constmem_kernel(weight, bias):
-    """Compile a direct-conv kernel with ``weight`` (OC, C, kh, kw) and ``bias`` (OC,) baked
-    into constant memory. The host arrays are closure constants: the kernel *is* the filter."""
-    oc_count, _, kh, kw = weight.shape
-
-    @cuda.jit
-    def conv2d_constmem_kernel(x, xs, xoff, dims, pad, out):
-        """Direct convolution, stride 1, filter in constant memory.
-
-        Thread mapping: one thread per output element ``(n, oc, oh, ow)`` (grid-stride, ``ow``
-        fastest); it loops over ``(c, ki, kj)``.
-        Block/grid: 1-D, ``device.BLOCK`` threads, ``ceil(N*OC*OH*OW/BLOCK)`` blocks (capped).
-        Memory: output writes coalesced; input reads of a warp hit consecutive ``iw``
-        (coalesced, cached, each pixel re-read ``kh*kw*OC`` times). The filter read
-        ``wt[oc, c, ki, kj]`` has the same address in every thread of a warp (the warp shares
-        ``oc`` except at an ``oc`` boundary): the constant cache answers a uniform address with
-        one broadcast per warp, using no L1 capacity and no load/store bandwidth.
-        Why faster than ``conv2d_global_kernel``: the filter stops competing with the input
-        for L1 and load bandwidth, and its address arithmetic folds into the instruction's
-        constant operand. Trade-off: one compilation per distinct filter (hundreds of ms), a
-        64 KiB limit, and divergent (non-uniform) addresses serialise, so it only pays for
-        small, fixed filters.
-        """
-        wt = cuda.const.array_like(weight)
-        bs = cuda.const.array_like(bias)
-        n_, c_, h_, w_, oh_, ow_ = dims
-        ph, pw = pad
-        start, step = cuda.grid(1), cuda.gridsize(1)
-        for i in range(start, out.size, step):
-            n, oc, oh, ow = unravel4(i, oc_count, oh_, ow_)
-            out[i] = _direct_conv_point(x, xs, xoff, n, oc, oh, ow, c_, h_, w_, ph, pw, wt,
-                                        kh, kw) + bs[oc]
-
-    return conv2d_constmem_kernel
-
-
-@cuda.jit
-def conv2d_global_kernel(x, xs, xoff, dims, pad, wt, bs, out):
-    """Direct convolution, stride 1, filter ``wt`` (OC, C, kh, kw) and bias in global memory.
-
-    Thread mapping, block/grid and input/output access: as ``conv2d_constmem_kernel``.
-    Memory: the filter is an ordinary global array; a warp's uniform read of one tap becomes
-    one cached load (L1 hit after the first warp), competing with the input for L1 space and
-    load/store slots. Any filter works without recompiling: this is the baseline the
-    constant-memory variant improves on.
-    """
-    n_, c_, h_, w_, oh_, ow_ = dims
-    ph, pw = pad
-    oc_count, _, kh, kw = wt.shape
-    start, step = cuda.grid(1), cuda.gridsize(1)
-    for i in range(start, out.size, step):
-        n, oc, oh, ow = unravel4(i, oc_count, oh_, ow_)
-        out[i] = _direct_conv_point(x, xs, xoff, n, oc, oh, ow, c_, h_, w_, ph, pw, wt,
-                                    kh, kw) + bs[oc]
-
-
-_CONST_KERNELS: OrderedDict = OrderedDict()
-_CONST_CACHE_SIZE = 16
-
-
-def _host_filter(weight, bias, dtype):
-    w = np.ascontiguousarray(weight, dtype=dtype)
-    if w.ndim != 4:
-        raise ValueError(f"expected a 4-D weight (OC, C, kh, kw), got shape {w.shape}")
-    b = np.zeros(w.shape[0], dtype=dtype) if bias is None else np.ascontiguousarray(
-        bias, dtype=dtype).reshape(-1)
-    if b.shape != (w.shape[0],):
-        raise ValueError(f"bias of shape {b.shape} does not match {w.shape[0]} output channels")
-    return w, b
-
-
-def _conv_geometry(x: View, w_shape, padding):
-    n, c, h, wd = x.shape
-    if w_shape[1] != c:
-        raise ValueError(f"weight of shape {tuple(w_shape)} expects {w_shape[1]} input "
-                         f"channels, got input of shape {tuple(x.shape)}")
-    ph, pw = _pair(padding)
-    kh, kw = w_shape[2], w_shape[3]
-    oh, ow = _out_size(h, kh, 1, ph), _out_size(wd, kw, 1, pw)
-    return (n, c, h, wd, oh, ow), (ph, pw)
-
-
-def conv2d_direct_constmem(x: View, weight_np, bias_np, padding, *, block=None,
-                           max_blocks=None):
-    """Stride-1 convolution (N, C, H, W) -> (N, OC, OH, OW) with the host filter ``weight_np``
-    (OC, C, kh, kw) and ``bias_np`` (OC,) or None compiled into constant memory.
-
-    Kernels are cached per filter (by value), so calling again with the same filter reuses
-    the compiled kernel; a new filter compiles a new one."""
-    w, b = _host_filter(weight_np, bias_np, x.dtype)
-    if w.nbytes + b.nbytes > CONST_BYTES:
-        raise ValueError(f"filter and bias take {w.nbytes + b.nbytes} bytes; constant memory "
-                         f"holds {CONST_BYTES}")
-    dims, pad = _conv_geometry(x, w.shape, padding)
-    key = (w.dtype.str, w.shape, w.tobytes(), b.tobytes())
-    kernel = _CONST_KERNELS.get(key)
-    if kernel is None:
-        kernel = _constmem_kernel(w, b)
-        _CONST_KERNELS[key] = kernel
-        if len(_CONST_KERNELS) > _CONST_CACHE_SIZE:
-            _CONST_KERNELS.popitem(last=False)
-    else:
-        _CONST_KERNELS.move_to_end(key)
-    out = empty(numel((dims[0], w.shape[0], max(dims[4], 0), max(dims[5], 0))), x.dtype)
-    if out.size == 0:
-        return out
-    grid, blk = launch_1d(out.size, block, max_blocks)
-    kernel[grid, blk, current_stream()](x.buf, tuple(x.strides), x.offset, dims, pad, out)
-    return out
-
-
-def conv2d_direct_global(x: View, weight_np, bias_np, padding, *, block=None,
-                         max_blocks=None):
-    """Stride-1 convolution like :func:`conv2d_direct_constmem`, with the filter uploaded to
-    global memory and passed as an ordinary kernel argument (one compiled kernel for all
-    filters)."""
-    w, b = _host_filter(weight_np, bias_np, x.dtype)
-    dims, pad = _conv_geometry(x, w.shape, padding)
-    out = empty(numel((dims[0], w.shape[0], max(dims[4], 0), max(dims[5], 0))), x.dtype)
-    if out.size == 0:
-        return out
-    wt = from_numpy(w).reshape(w.shape)
-    bs = from_numpy(b)
-    grid, blk = launch_1d(out.size, block, max_blocks)
-    conv2d_global_kernel[grid, blk, current_stream()](
-        x.buf, tuple(x.strides), x.offset, dims, pad, wt, bs, out)
     return out

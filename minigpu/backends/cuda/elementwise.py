@@ -5,12 +5,13 @@ worth speaking of: they are limited by memory bandwidth. The whole game is to to
 once, in big coalesced transactions, and keep the per-element index math cheap.
 
 How the family is built
-    Each op is a tiny ``@cuda.jit(device=True)`` function (``op_exp(x, a, b)``,
-    ``op_add(x, y, a, b)``, ...). A cached kernel factory, :func:`map_kernel`, pastes one op into
-    one of four kernel bodies, (unary | binary) x (dense | strided), which Numba compiles on
-    first launch (``where`` has its own dense/strided pair: it has no op to vary). The
-    compiler inlines the op, so the kernel is as if hand-written for it, yet no kernel body is
-    written twice and adding an op is adding one device function.
+    Each op of the op table (``backends/optable.py``) is a tiny ``@cuda.jit(device=True)``
+    function here (``unary_exp(x, a, b)``, ``binary_add(x, y, a, b)``, ...). A cached kernel
+    factory, :func:`map_kernel`, pastes one op into one of four kernel bodies,
+    (unary | binary) x (dense | strided), which Numba compiles on first launch (``where`` has
+    its own dense/strided pair: it has no op to vary). The compiler inlines the op, so the
+    kernel is as if hand-written for it, yet no kernel body is written twice and adding an op
+    is adding one device function (and its table entry).
 
 Lesson 1: the contiguous fast path vs the strided/broadcast path
     ``*_dense`` kernels index ``x[offset + i]`` directly: consecutive threads touch consecutive
@@ -22,20 +23,10 @@ Lesson 1: the contiguous fast path vs the strided/broadcast path
     after all (an offset slice, a size-1 expand) takes the fast path, and a strided one keeps as
     few dimensions, hence divisions, as possible.
 
-Lesson 2: branch divergence vs predication (``op_leaky_relu_branch`` / ``op_leaky_relu_select``)
-    The 32 threads of a warp share one instruction stream. If some take an ``if`` and the rest
-    the ``else``, the warp runs both arms one after the other with half the lanes masked off.
-    The select form computes the *operand* with a select (``slope = 1 if x > 0 else a``) and
-    then runs one multiply on every lane: nothing to diverge on, by construction. For a body
-    this small the compiler if-converts the branch too (sm_90 PTX: the branch variant computes
-    ``a*x`` on every lane and picks with ``selp``; the select variant picks the slope with
-    ``selp`` and multiplies: three instructions each), so today they cost the same; a real
-    branch survives once the arms store to memory, call functions or loop, and then every
-    mixed warp pays for both arms. Both are built as kernels below (``leaky_relu_branch_dense``,
-    ``leaky_relu_select_dense``) and tested equal. The production path uses the select form:
-    branch-free no matter what the compiler decides, and exact (``x * 1 == x``) with NaN
-    propagation matching NumPy. (The tempting ``max(x, 0) + a * min(x, 0)`` compiles to
-    ``max.f32``/``min.f32``, which *drop* NaNs.)
+leaky_relu: select, not branch
+    ``unary_leaky_relu`` picks the slope with a select and multiplies on every lane:
+    branch-free by construction, exact (``x * 1 == x``) and NaN-propagating like NumPy. The
+    if/else form it replaced is the divergence lesson (``minigpu/lessons/divergence.py``).
 
 float32 stays float32
     Constants are written ``float32(0)``/``float32(1)`` (a Python ``0.0`` or even ``1`` makes
@@ -53,10 +44,9 @@ import numpy as np
 from numba import cuda, float32
 
 from ..contract import BINARY_OPS, UNARY_OPS, View, result_dtype
-from .device import SIMULATOR, current_stream, empty, launch_1d, scalar
+from .blocks import launch, max_nan, min_nan
+from .device import SIMULATOR, empty, scalar
 from .strided import strided_offset
-
-
 
 
 # --- op device functions ------------------------------------------------------------------------
@@ -80,49 +70,42 @@ else:
 
 
 @cuda.jit(device=True)
-def max_nan(x, y):
-    """max(x, y) that propagates NaN from either side, like ``numpy.maximum``."""
-    return x if (x > y or x != x) else y
-
-
-@cuda.jit(device=True)
-def min_nan(x, y):
-    """min(x, y) that propagates NaN from either side, like ``numpy.minimum``."""
-    return x if (x < y or x != x) else y
-
-
-@cuda.jit(device=True)
-def op_identity(x, a, b):
+def unary_identity(x, a, b):
     return x  # the store into the output array converts the dtype (used by ``convert``)
 
 
 @cuda.jit(device=True)
-def op_neg(x, a, b):
+def unary_neg(x, a, b):
     return -x
 
 
 @cuda.jit(device=True)
-def op_exp(x, a, b):
+def unary_exp(x, a, b):
     return exp(x)
 
 
 @cuda.jit(device=True)
-def op_log(x, a, b):
+def unary_log(x, a, b):
     return log(x)
 
 
 @cuda.jit(device=True)
-def op_sqrt(x, a, b):
+def unary_sqrt(x, a, b):
     return sqrt(x)
 
 
 @cuda.jit(device=True)
-def op_tanh(x, a, b):
+def unary_square(x, a, b):
+    return x * x
+
+
+@cuda.jit(device=True)
+def unary_tanh(x, a, b):
     return tanh(x)
 
 
 @cuda.jit(device=True)
-def op_sigmoid(x, a, b):
+def unary_sigmoid(x, a, b):
     """exp of -|x| only, so it never overflows: 1/(1+e) for x >= 0, e/(1+e) below (cpu's
     formula). The numerator is a select, the division is shared: no divergent branch."""
     e = exp(-abs(x))
@@ -131,34 +114,24 @@ def op_sigmoid(x, a, b):
 
 
 @cuda.jit(device=True)
-def op_relu(x, a, b):
+def unary_relu(x, a, b):
     return float32(0) if x < float32(0) else x  # NaN is not < 0: propagates like np.maximum
 
 
 @cuda.jit(device=True)
-def op_leaky_relu_branch(x, a, b):
-    """Lesson variant (not used in production): an if/else whose arms a warp may split on.
-    Tested equal to :func:`op_leaky_relu_select`; see the module docstring, lesson 2."""
-    if x > float32(0):
-        return x
-    else:
-        return a * x
-
-
-@cuda.jit(device=True)
-def op_leaky_relu_select(x, a, b):
+def unary_leaky_relu(x, a, b):
     """Production variant: select the slope (1 or a), then one multiply on every lane."""
     slope = float32(1) if x > float32(0) else a
     return x * slope
 
 
 @cuda.jit(device=True)
-def op_abs(x, a, b):
+def unary_abs(x, a, b):
     return abs(x)
 
 
 @cuda.jit(device=True)
-def op_sign(x, a, b):
+def unary_sign(x, a, b):
     if x > float32(0):
         return float32(1)
     if x < float32(0):
@@ -167,177 +140,163 @@ def op_sign(x, a, b):
 
 
 @cuda.jit(device=True)
-def op_affine(x, a, b):
+def unary_affine(x, a, b):
     return a * x + b
 
 
 @cuda.jit(device=True)
-def op_rdiv(x, a, b):
+def unary_rdiv(x, a, b):
     return a / x
 
 
 @cuda.jit(device=True)
-def op_pow(x, a, b):
+def unary_pow(x, a, b):
     return x ** a
 
 
 @cuda.jit(device=True)
-def op_rpow(x, a, b):
+def unary_rpow(x, a, b):
     return a ** x
 
 
 @cuda.jit(device=True)
-def op_clamp(x, a, b):
+def unary_clamp(x, a, b):
     return min_nan(max_nan(x, a), b)
 
 
 @cuda.jit(device=True)
-def op_gt(x, a, b):
+def unary_gt(x, a, b):
     return x > a
 
 
 @cuda.jit(device=True)
-def op_ge(x, a, b):
+def unary_ge(x, a, b):
     return x >= a
 
 
 @cuda.jit(device=True)
-def op_lt(x, a, b):
+def unary_lt(x, a, b):
     return x < a
 
 
 @cuda.jit(device=True)
-def op_le(x, a, b):
+def unary_le(x, a, b):
     return x <= a
 
 
 @cuda.jit(device=True)
-def op_eq(x, a, b):
+def unary_eq(x, a, b):
     return x == a
 
 
 @cuda.jit(device=True)
-def op_ne(x, a, b):
+def unary_ne(x, a, b):
     return x != a
 
 
 @cuda.jit(device=True)
-def op_add(x, y, a, b):
+def binary_add(x, y, a, b):
     return x + y
 
 
 @cuda.jit(device=True)
-def op_sub(x, y, a, b):
+def binary_sub(x, y, a, b):
     return x - y
 
 
 @cuda.jit(device=True)
-def op_mul(x, y, a, b):
+def binary_mul(x, y, a, b):
     return x * y
 
 
 @cuda.jit(device=True)
-def op_div(x, y, a, b):
+def binary_div(x, y, a, b):
     return x / y
 
 
 @cuda.jit(device=True)
-def op_pow2(x, y, a, b):
+def binary_pow(x, y, a, b):
     return x ** y
 
 
 @cuda.jit(device=True)
-def op_maximum(x, y, a, b):
+def binary_maximum(x, y, a, b):
     return max_nan(x, y)
 
 
 @cuda.jit(device=True)
-def op_minimum(x, y, a, b):
+def binary_minimum(x, y, a, b):
     return min_nan(x, y)
 
 
 @cuda.jit(device=True)
-def op_gt2(x, y, a, b):
+def binary_gt(x, y, a, b):
     return x > y
 
 
 @cuda.jit(device=True)
-def op_ge2(x, y, a, b):
+def binary_ge(x, y, a, b):
     return x >= y
 
 
 @cuda.jit(device=True)
-def op_lt2(x, y, a, b):
+def binary_lt(x, y, a, b):
     return x < y
 
 
 @cuda.jit(device=True)
-def op_le2(x, y, a, b):
+def binary_le(x, y, a, b):
     return x <= y
 
 
 @cuda.jit(device=True)
-def op_eq2(x, y, a, b):
+def binary_eq(x, y, a, b):
     return x == y
 
 
 @cuda.jit(device=True)
-def op_ne2(x, y, a, b):
+def binary_ne(x, y, a, b):
     return x != y
 
 
 @cuda.jit(device=True)
-def op_relu_grad(x, y, a, b):
+def binary_relu_grad(x, y, a, b):
     """Fused backward: the upstream grad x passes where the relu input y was positive."""
     return x if y > float32(0) else float32(0)
 
 
 @cuda.jit(device=True)
-def op_leaky_relu_grad(x, y, a, b):
+def binary_leaky_relu_grad(x, y, a, b):
     """Fused backward, select form like the forward: x * (1 if y > 0 else a)."""
     slope = float32(1) if y > float32(0) else a
     return x * slope
 
 
 @cuda.jit(device=True)
-def op_tanh_grad(x, y, a, b):
+def binary_tanh_grad(x, y, a, b):
     return x * (float32(1) - y * y)
 
 
 @cuda.jit(device=True)
-def op_sigmoid_grad(x, y, a, b):
+def binary_sigmoid_grad(x, y, a, b):
     return x * y * (float32(1) - y)
 
 
 @cuda.jit(device=True)
-def op_clamp_grad(x, y, a, b):
+def binary_clamp_grad(x, y, a, b):
     return x if (y >= a and y <= b) else float32(0)
 
 
-UNARY = {
-    "identity": op_identity, "neg": op_neg, "exp": op_exp, "log": op_log, "sqrt": op_sqrt,
-    "tanh": op_tanh, "sigmoid": op_sigmoid, "relu": op_relu,
-    "leaky_relu": op_leaky_relu_select, "leaky_relu_branch": op_leaky_relu_branch,
-    "abs": op_abs, "sign": op_sign, "affine": op_affine, "rdiv": op_rdiv, "pow": op_pow,
-    "rpow": op_rpow, "clamp": op_clamp, "gt": op_gt, "ge": op_ge, "lt": op_lt, "le": op_le,
-    "eq": op_eq, "ne": op_ne,
-}
-"""Unary op name -> device function. ``identity`` (convert) and ``leaky_relu_branch`` (the
-lesson variant) are extra to ``contract.UNARY_OPS``."""
+UNARY = {name: globals()[f"unary_{name}"] for name in ("identity", *UNARY_OPS)}
+"""Unary op name -> device function ``unary_<name>``: every op of the table
+(``backends/optable.py``), and ``identity`` (``convert``)."""
 
-BINARY = {
-    "add": op_add, "sub": op_sub, "mul": op_mul, "div": op_div, "pow": op_pow2,
-    "maximum": op_maximum, "minimum": op_minimum, "gt": op_gt2, "ge": op_ge2, "lt": op_lt2,
-    "le": op_le2, "eq": op_eq2, "ne": op_ne2, "relu_grad": op_relu_grad,
-    "leaky_relu_grad": op_leaky_relu_grad, "tanh_grad": op_tanh_grad,
-    "sigmoid_grad": op_sigmoid_grad, "clamp_grad": op_clamp_grad,
-}
-
-assert set(UNARY_OPS) <= set(UNARY) and set(BINARY_OPS) <= set(BINARY)
+BINARY = {name: globals()[f"binary_{name}"] for name in BINARY_OPS}
+"""Binary op name -> device function ``binary_<name>``."""
 
 
 # --- kernel bodies (one per arity and path), instantiated per op by map_kernel ----------------
-def _unary_dense(f):
+def dense_unary_kernel(f):
     @cuda.jit
     def unary_dense(x, xo, out, a, b):
         """out[i] = f(x[xo + i], a, b) over a dense operand.
@@ -438,7 +397,7 @@ def where_strided(c, shape, cs, co, x, xs, xo, y, ys, yo, out):
             out[i] = y[strided_offset(i, shape, ys, yo)]
 
 
-_BODIES = {("unary", "dense"): _unary_dense, ("unary", "strided"): _unary_strided,
+_BODIES = {("unary", "dense"): dense_unary_kernel, ("unary", "strided"): _unary_strided,
            ("binary", "dense"): _binary_dense, ("binary", "strided"): _binary_strided}
 _OPS = {"unary": UNARY, "binary": BINARY}
 
@@ -451,12 +410,6 @@ def map_kernel(kind: str, op: str, path: str):
     argument-type signature (dtype, number of collapsed dimensions) on first launch.
     """
     return _BODIES[kind, path](_OPS[kind][op])
-
-
-# The lesson pair of lesson 2 as named kernels (dense path); ``unary("leaky_relu", ...)``
-# launches the select one.
-leaky_relu_branch_dense = map_kernel("unary", "leaky_relu_branch", "dense")
-leaky_relu_select_dense = map_kernel("unary", "leaky_relu", "dense")
 
 
 # --- host side ------------------------------------------------------------------------------------
@@ -498,11 +451,6 @@ def _alpha(value, dtype):
     return np.int64(value) if value.is_integer() else np.float64(value)
 
 
-def _launch(kernel, n, *args):
-    grid, block = launch_1d(n)
-    kernel[grid, block, current_stream()](*args)
-
-
 def _map(kind, op, views, out, a, b):
     """Launch the dense or strided map of ``op`` over ``views`` (equal shapes) into ``out``."""
     n = out.size
@@ -511,11 +459,11 @@ def _map(kind, op, views, out, a, b):
     shape, strides = collapse_dims(views[0].shape, *(v.strides for v in views))
     if _is_dense(shape, strides):
         args = [arg for v in views for arg in (v.buf, v.offset)]
-        _launch(map_kernel(kind, op, "dense"), n, *args, out, a, b)
+        launch(map_kernel(kind, op, "dense"), n, *args, out, a, b)
     else:
         args = [arg for v, st in zip(views, strides) for arg in (v.buf, st, v.offset)]
         args.insert(1, shape)
-        _launch(map_kernel(kind, op, "strided"), n, *args, out, a, b)
+        launch(map_kernel(kind, op, "strided"), n, *args, out, a, b)
     return out
 
 
@@ -551,10 +499,10 @@ def where(cond: View, x: View, y: View):
     views = (cond, x, y)
     shape, strides = collapse_dims(x.shape, *(v.strides for v in views))
     if _is_dense(shape, strides):
-        _launch(where_dense, n, cond.buf, cond.offset, x.buf, x.offset, y.buf, y.offset, out)
+        launch(where_dense, n, cond.buf, cond.offset, x.buf, x.offset, y.buf, y.offset, out)
     else:
         (cs, xs, ys) = strides
-        _launch(where_strided, n, cond.buf, shape, cs, cond.offset, x.buf, xs, x.offset,
+        launch(where_strided, n, cond.buf, shape, cs, cond.offset, x.buf, xs, x.offset,
                 y.buf, ys, y.offset, out)
     return out
 

@@ -8,7 +8,7 @@ followed by pointwise math on the (N, 4H) gate pre-activations, in PyTorch's ord
 This file does the pointwise part. Everything it touches is used once per element, so it is
 memory bound: the cost is the bytes moved and the number of launches, not the flops.
 
-Lesson: kernel fusion (``lstm_cell_unfused`` vs ``lstm_cell``)
+Lesson: kernel fusion (``lstm_cell_unfused`` in ``minigpu/lessons/fusion.py`` vs ``lstm_cell``)
     Written with the elementwise primitives, the cell is 9 launches, one per line::
 
         i = sig(gi)  f = sig(gf)  g = tanh(gg)  o = sig(go)        4 launches, 2 passes each
@@ -45,10 +45,8 @@ import math
 
 from numba import cuda, float32
 
-from ..contract import View, dense
+from ..contract import View
 from .device import current_stream, empty, launch_1d, scalar
-
-
 
 
 @cuda.jit(device=True, inline=True)
@@ -168,36 +166,3 @@ def lstm_cell_backward(act: View, c_prev: View, c: View, grad_h: View, grad_c: V
             *_args(act), *_args(c_prev), *_args(c), *_args(grad_h), *_args(grad_c), dg, dcp, hs,
             scalar(1, act.dtype))
     return dg, dcp
-
-
-def lstm_cell_unfused(gates: View, c_prev: View):
-    """The same cell from separate elementwise launches: the kernel-fusion lesson.
-
-    13 launches (9 maps + 4 copies packing ``act``) and 30 passes over (N, H) elements
-    against 1 launch and 11 passes for ``lstm_cell`` (module docstring). Tested equal.
-    """
-    from .elementwise import binary, unary
-    from .memory import assign_
-
-    n, h4 = gates.shape
-    hs = h4 // 4
-
-    def gate(k):  # column block k of the gates: a strided view, no copy
-        return View(gates.buf, (n, hs), gates.strides, gates.offset + k * hs * gates.strides[1])
-
-    def d(buf):
-        return dense(buf, (n, hs))
-
-    i = unary("sigmoid", gate(0))
-    f = unary("sigmoid", gate(1))
-    g = unary("tanh", gate(2))
-    o = unary("sigmoid", gate(3))
-    fc = binary("mul", d(f), c_prev)
-    ig = binary("mul", d(i), d(g))
-    c = binary("add", d(fc), d(ig))
-    tc = unary("tanh", d(c))
-    h = binary("mul", d(o), d(tc))
-    act = empty(n * h4, gates.dtype)
-    for k, buf in enumerate((i, f, g, o)):
-        assign_(View(act, (n, hs), (h4, 1), k * hs), d(buf))
-    return h, c, act

@@ -1,25 +1,15 @@
-"""Batched matrix multiply C[b] = A[b] @ B[b], four rungs of the classic optimisation ladder.
+"""Batched matrix multiply C[b] = A[b] @ B[b]: the register-tiled kernel, the last rung of the
+matmul ladder (the first three rungs are the lesson ``minigpu/lessons/matmul.py``).
 
 Operands are strided views: A is (B, M, K) and B is (B, K, N) with *any* strides, so a
 transposed operand (``x @ W.T``: B's k stride is 1) and a broadcast batch (batch stride 0)
 cost no copy. C is a new dense (B, M, N) buffer.
 
-The ladder (each kernel's docstring says what it fixes):
-
-1. ``matmul_naive``          one thread per C element, threadIdx.x along M: a warp reads 32
-                             different rows of A (32 separate transactions) and writes C with
-                             stride N. Correct, and memory-bound at a fraction of bandwidth.
-2. ``matmul_coalesced``      the same work with threadIdx.x along N: a warp reads one A element
-                             (broadcast) and 32 consecutive B elements (one transaction), and
-                             writes 32 consecutive C elements.
-3. ``matmul_tiled``          TILE x TILE tiles of A and B staged in shared memory: every global
-                             element is loaded once per tile instead of once per thread,
-                             cutting global traffic by TILE.
-4. ``matmul_register_tiled`` (production) BM x BK and BK x BN tiles in shared memory, and each
-                             thread computes a TM x TN micro-tile of C in registers: per k step
-                             it loads TM + TN shared values and does TM*TN FMAs, so shared-memory
-                             bandwidth stops being the limit (arithmetic intensity TM*TN/(TM+TN)
-                             instead of 1/2).
+The kernel: BM x BK and BK x BN tiles in shared memory, and each thread computes a TM x TN
+micro-tile of C in registers: per k step it loads TM + TN shared values and does TM*TN FMAs, so
+shared-memory bandwidth stops being the limit (arithmetic intensity TM*TN/(TM+TN) instead of
+the 1/2 of one C element per thread). The rungs before it (naive, coalesced, shared tiles) and
+what each fixes are the matmul lesson's.
 
 Edge tiles: loads outside the matrix store 0 into the shared tile (the additive identity),
 so any M, N, K works (1 included) and no thread ever reads shared memory it did not fill;
@@ -30,12 +20,12 @@ from __future__ import annotations
 
 import functools
 
-import numba
 import numpy as np
 from numba import cuda
 
 from ..contract import View
 from . import memory
+from .blocks import numba_type
 from .device import SIMULATOR, current_stream, empty
 
 MAX_GRID_Z = 65535  # gridDim.z limit; larger batches loop inside the kernel
@@ -44,10 +34,10 @@ MAX_GRID_Z = 65535  # gridDim.z limit; larger batches loop inside the kernel
 # B per thread per slice, shared tiles 2 * 8 * (128 + 4) floats = 8.25 KiB (fp32). An 8x8
 # micro-tile is the smallest square one with 4 FMAs per shared load (TM*TN/(TM+TN)); 4x4 gives 2.
 # Its price is registers: 164 per thread (ptxas, sm_90), so one 256-thread block per SM (12.5 %
-# occupancy, ``python -m minigpu.inspect``): the 64 independent accumulators per thread supply
-# the parallelism that the missing warps would. Untimed on a GPU so far; the previous
+# occupancy, ``python -m minigpu.tools.kernel_report``): the 64 independent accumulators per
+# thread supply the parallelism that the missing warps would. Untimed on a GPU so far; the previous
 # configuration, dict(BM=64, BN=64, BK=8, TM=4, TN=4) (80 registers, 37.5 %, 2 FMAs per load),
-# is the one to compare against (``python -m minigpu.bench --suite ops``).
+# is the one to compare against (``python -m minigpu.tools.bench --suite ops``).
 PRODUCTION = dict(BM=128, BN=128, BK=8, TM=8, TN=8)
 # The simulator runs one OS thread per CUDA thread: same kernel, 64-thread blocks by default
 # (tests run PRODUCTION explicitly).
@@ -56,113 +46,10 @@ DEFAULT = SIMULATOR_DEFAULT if SIMULATOR else PRODUCTION
 PAD = 4  # shared-tile row padding (words): transposed-operand tile stores hit distinct banks
 
 
-def _nb(dtype):
-    return numba.from_dtype(np.dtype(dtype))
-
-
-# --- 1. naive ---------------------------------------------------------------------------------
-@functools.lru_cache(maxsize=None)
-def matmul_naive_kernel(dtype):
-    zero = _nb(dtype)(0)
-
-    @cuda.jit
-    def matmul_naive(a, a_off, a_sb, a_sm, a_sk, b, b_off, b_sb, b_sk, b_sn, c,
-                     nbatch, M, N, K):
-        """C[bz, m, n] = sum_k A[bz, m, k] * B[bz, k, n], one thread per C element.
-
-        Thread mapping: m = blockIdx.x*blockDim.x + threadIdx.x, n along y; grid z over
-        batches. Access pattern (the lesson): the 32 lanes of a warp have 32 consecutive m, so
-        each k step reads A at 32 addresses K apart (32 transactions for 128 useful bytes),
-        reads one B element (broadcast), and the final store writes C with stride N. Every
-        operand element is re-read from global memory by M or N threads."""
-        m = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
-        n = cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y
-        if m < M and n < N:
-            for bz in range(cuda.blockIdx.z, nbatch, cuda.gridDim.z):
-                pa = a_off + bz * a_sb + m * a_sm
-                pb = b_off + bz * b_sb + n * b_sn
-                acc = zero
-                for k in range(K):
-                    acc += a[pa + k * a_sk] * b[pb + k * b_sk]
-                c[(bz * M + m) * N + n] = acc
-
-    return matmul_naive
-
-
-# --- 2. coalesced -----------------------------------------------------------------------------
-@functools.lru_cache(maxsize=None)
-def matmul_coalesced_kernel(dtype):
-    zero = _nb(dtype)(0)
-
-    @cuda.jit
-    def matmul_coalesced(a, a_off, a_sb, a_sm, a_sk, b, b_off, b_sb, b_sk, b_sn, c,
-                         nbatch, M, N, K):
-        """As ``matmul_naive`` with the thread mapping swapped: n = blockIdx.x*blockDim.x +
-        threadIdx.x, m along y. A warp now shares one m: each k step reads one A element
-        (broadcast to the warp) and 32 consecutive B elements (one coalesced transaction when
-        B is row-major), and the store writes 32 consecutive C elements. Same arithmetic,
-        several times the effective bandwidth."""
-        n = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
-        m = cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y
-        if m < M and n < N:
-            for bz in range(cuda.blockIdx.z, nbatch, cuda.gridDim.z):
-                pa = a_off + bz * a_sb + m * a_sm
-                pb = b_off + bz * b_sb + n * b_sn
-                acc = zero
-                for k in range(K):
-                    acc += a[pa + k * a_sk] * b[pb + k * b_sk]
-                c[(bz * M + m) * N + n] = acc
-
-    return matmul_coalesced
-
-
-# --- 3. shared-memory tiles -------------------------------------------------------------------
-@functools.lru_cache(maxsize=None)
-def matmul_tiled_kernel(dtype, tile):
-    nbtype = _nb(dtype)
-    zero = nbtype(0)
-    TILE_SHAPE = (tile, tile)
-
-    @cuda.jit
-    def matmul_tiled(a, a_off, a_sb, a_sm, a_sk, b, b_off, b_sb, b_sk, b_sn, c,
-                     nbatch, M, N, K):
-        """C tile (tile x tile) per block, one C element per thread (tx along N, ty along M).
-
-        Per K step of ``tile``: every thread loads one element of the A tile and one of the
-        B tile into shared memory (zero outside the matrices), barrier, then each thread does
-        ``tile`` multiply-adds from shared memory, barrier. Each global element is loaded once
-        per block instead of once per thread: global traffic drops by a factor ``tile``. The
-        inner loop reads As[ty, kk] (broadcast within a warp row) and Bs[kk, tx]
-        (consecutive words, conflict-free)."""
-        As = cuda.shared.array(TILE_SHAPE, nbtype)
-        Bs = cuda.shared.array(TILE_SHAPE, nbtype)
-        tx = cuda.threadIdx.x
-        ty = cuda.threadIdx.y
-        n = cuda.blockIdx.x * tile + tx
-        m = cuda.blockIdx.y * tile + ty
-        for bz in range(cuda.blockIdx.z, nbatch, cuda.gridDim.z):
-            a_base = a_off + bz * a_sb
-            b_base = b_off + bz * b_sb
-            acc = zero
-            for k0 in range(0, K, tile):
-                ka = k0 + tx
-                kb = k0 + ty
-                As[ty, tx] = a[a_base + m * a_sm + ka * a_sk] if (m < M and ka < K) else zero
-                Bs[ty, tx] = b[b_base + kb * b_sk + n * b_sn] if (kb < K and n < N) else zero
-                cuda.syncthreads()
-                for kk in range(tile):
-                    acc += As[ty, kk] * Bs[kk, tx]
-                cuda.syncthreads()
-            if m < M and n < N:
-                c[(bz * M + m) * N + n] = acc
-
-    return matmul_tiled
-
-
 # --- 4. register tiles ------------------------------------------------------------------------
 @functools.lru_cache(maxsize=None)
 def matmul_register_tiled_kernel(dtype, BM, BN, BK, TM, TN):
-    nbtype = _nb(dtype)
+    nbtype = numba_type(dtype)
     zero = nbtype(0)
     TY, TX = BM // TM, BN // TN         # threads along M and along N
     THREADS = TX * TY
@@ -279,13 +166,13 @@ def _check(a: View, b: View):
     return ba, m, n, k
 
 
-def _operands(a: View, b: View):
+def operand_args(a: View, b: View):
     """Kernel arguments describing the strided operands: buffer, offset, 3 strides each."""
     return ((a.buf, a.offset, a.strides[0], a.strides[1], a.strides[2]),
             (b.buf, b.offset, b.strides[0], b.strides[1], b.strides[2]))
 
 
-def _run(a: View, b: View, launch):
+def checked_launch(a: View, b: View, launch):
     """Shape checks and the trivial cases, then ``launch(c, nbatch, M, N, K)`` fills C."""
     nbatch, M, N, K = _check(a, b)
     dtype = np.dtype(a.dtype)
@@ -298,42 +185,9 @@ def _run(a: View, b: View, launch):
     return c
 
 
-def _grid(nx, ny, bx, by, nbatch):
+def batch_grid(nx, ny, bx, by, nbatch):
     """Blocks covering nx (grid x) by ny (grid y), and the batch on grid z (capped)."""
     return ((nx + bx - 1) // bx, (ny + by - 1) // by, min(nbatch, MAX_GRID_Z))
-
-
-def matmul_naive(a: View, b: View, block=(16, 16)):
-    pa, pb = _operands(a, b)
-
-    def launch(c, nbatch, M, N, K):
-        kernel = matmul_naive_kernel(np.dtype(a.dtype))
-        kernel[_grid(M, N, block[0], block[1], nbatch), block, current_stream()](
-            *pa, *pb, c, nbatch, M, N, K)
-
-    return _run(a, b, launch)
-
-
-def matmul_coalesced(a: View, b: View, block=(16, 16)):
-    pa, pb = _operands(a, b)
-
-    def launch(c, nbatch, M, N, K):
-        kernel = matmul_coalesced_kernel(np.dtype(a.dtype))
-        kernel[_grid(N, M, block[0], block[1], nbatch), block, current_stream()](
-            *pa, *pb, c, nbatch, M, N, K)
-
-    return _run(a, b, launch)
-
-
-def matmul_tiled(a: View, b: View, tile=16):
-    pa, pb = _operands(a, b)
-
-    def launch(c, nbatch, M, N, K):
-        kernel = matmul_tiled_kernel(np.dtype(a.dtype), tile)
-        kernel[_grid(N, M, tile, tile, nbatch), (tile, tile), current_stream()](
-            *pa, *pb, c, nbatch, M, N, K)
-
-    return _run(a, b, launch)
 
 
 def register_tiled_config(BM=None, BN=None, BK=None, TM=None, TN=None):
@@ -346,7 +200,7 @@ def register_tiled_config(BM=None, BN=None, BK=None, TM=None, TN=None):
 
 def matmul_register_tiled(a: View, b: View, BM=None, BN=None, BK=None, TM=None, TN=None):
     cfg, threads = register_tiled_config(BM, BN, BK, TM, TN)
-    pa, pb = _operands(a, b)
+    pa, pb = operand_args(a, b)
     # Tile-load order per operand: along whichever of its two matrix strides is 1.
     a_kfast = a.strides[2] == 1 or a.strides[1] != 1
     b_nfast = b.strides[2] == 1 or b.strides[1] != 1
@@ -354,20 +208,12 @@ def matmul_register_tiled(a: View, b: View, BM=None, BN=None, BK=None, TM=None, 
     def launch(c, nbatch, M, N, K):
         kernel = matmul_register_tiled_kernel(np.dtype(a.dtype), cfg["BM"], cfg["BN"],
                                               cfg["BK"], cfg["TM"], cfg["TN"])
-        kernel[_grid(N, M, cfg["BN"], cfg["BM"], nbatch), threads, current_stream()](
+        kernel[batch_grid(N, M, cfg["BN"], cfg["BM"], nbatch), threads, current_stream()](
             *pa, a_kfast, *pb, b_nfast, c, nbatch, M, N, K)
 
-    return _run(a, b, launch)
+    return checked_launch(a, b, launch)
 
 
 def matmul(a: View, b: View):
     """Contract ``matmul``: (B, M, K) @ (B, K, N) -> dense (B, M, N), register-tiled."""
     return matmul_register_tiled(a, b)
-
-
-MATMUL_LADDER = {
-    "naive": matmul_naive,
-    "coalesced": matmul_coalesced,
-    "tiled": matmul_tiled,
-    "register_tiled": matmul_register_tiled,
-}

@@ -10,7 +10,8 @@ import numpy as np
 from numba import cuda
 
 from ..contract import View, is_contiguous
-from .device import current_stream, empty, launch_1d, scalar
+from .blocks import launch
+from .device import current_stream, empty, scalar
 from .strided import strided_offset
 
 
@@ -41,15 +42,10 @@ def scatter_strided_kernel(src, shape, strides, offset, dst):
         dst[strided_offset(i, shape, strides, offset)] = src[i]
 
 
-def _launch_1d(kernel, n, *args):
-    grid, block = launch_1d(n)
-    kernel[grid, block, current_stream()](*args)
-
-
 def full(n, value, dtype):
     out = empty(n, dtype)
     if n:
-        _launch_1d(fill_kernel, n, out, scalar(value, dtype))
+        launch(fill_kernel, n, out, scalar(value, dtype))
     return out
 
 
@@ -87,7 +83,7 @@ def contiguous(v: View):
     batched = as_batched_transpose(v)
     if batched is not None:
         return transpose_copy(batched, out)
-    _launch_1d(gather_strided_kernel, n, v.buf, tuple(v.shape), tuple(v.strides), v.offset, out)
+    launch(gather_strided_kernel, n, v.buf, tuple(v.shape), tuple(v.strides), v.offset, out)
     return out
 
 
@@ -103,5 +99,5 @@ def assign_(dst: View, src: View):
     if n == 0:
         return
     dense_src = _dense_slice(src) if src.is_contiguous() else contiguous(src)
-    _launch_1d(scatter_strided_kernel, n, dense_src, tuple(dst.shape), tuple(dst.strides),
+    launch(scatter_strided_kernel, n, dense_src, tuple(dst.shape), tuple(dst.strides),
                dst.offset, dst.buf)

@@ -7,8 +7,9 @@ update rule, every line reads its inputs from global memory and writes its resul
 Fusing the whole rule into one kernel keeps the intermediates in registers, so each buffer is
 read once and the updated ones written once.
 
-The lesson is ``adam_step_unfused_`` (five launches, one per line) against ``adam_step_``
-(one launch). Counting global-memory passes over the n-element buffers:
+The fusion lesson (``minigpu/lessons/fusion.py``) sets ``adam_step_unfused_`` (five
+launches, one per line) against ``adam_step_`` (one launch). Counting global-memory passes
+over the n-element buffers:
 
 * fused:   reads p, g, m, v; writes p, m, v                                 =  7 passes
 * unfused: g'=g+wd*p (3) | m (3) | v (3) | denom=sqrt(v)/c+eps (2) | p (4)  = 15 passes
@@ -28,13 +29,11 @@ import math
 
 from numba import cuda
 
-from .device import current_stream, empty, launch_1d, scalar
+from .device import current_stream, launch_1d, scalar
 
 
-
-
-
-def _check(*bufs):
+def check_buffers(*bufs):
+    """(size, dtype) shared by all the optimizer buffers; ValueError when they differ."""
     n, dtype = bufs[0].size, bufs[0].dtype
     for b in bufs[1:]:
         if b.size != n or b.dtype != dtype:
@@ -92,7 +91,7 @@ def sgd_step_(param_buf, grad_buf, momentum_buf, lr, momentum, dampening, weight
               nesterov, first_step, *, block=None, max_blocks=None):
     """One in-place SGD step on a flat parameter (``momentum_buf`` None when momentum == 0)."""
     bufs = (param_buf, grad_buf) if momentum_buf is None else (param_buf, grad_buf, momentum_buf)
-    n, dtype = _check(*bufs)
+    n, dtype = check_buffers(*bufs)
     if n == 0:
         return
     grid, blk = launch_1d(n, block, max_blocks)
@@ -143,71 +142,24 @@ def adam_kernel(p, g, m, v, beta1, one_minus_beta1, beta2, one_minus_beta2, step
         p[i] = pi - step_size * mi / (math.sqrt(vi) / bc2_sqrt + eps)
 
 
+def adam_plan(param_buf, grad_buf, exp_avg_buf, exp_avg_sq_buf, step, lr, beta1, beta2, eps,
+              weight_decay, block=None, max_blocks=None):
+    """((grid, block, stream), the typed scalars of :func:`adam_scalars`) for one Adam step
+    over the four buffers, or None when they are empty."""
+    n, dtype = check_buffers(param_buf, grad_buf, exp_avg_buf, exp_avg_sq_buf)
+    if n == 0:
+        return None
+    grid, blk = launch_1d(n, block, max_blocks)
+    return (grid, blk, current_stream()), adam_scalars(step, lr, beta1, beta2, eps,
+                                                       weight_decay, dtype)
+
+
 def adam_step_(param_buf, grad_buf, exp_avg_buf, exp_avg_sq_buf, step, lr, beta1, beta2, eps,
                weight_decay, *, block=None, max_blocks=None):
     """One in-place Adam step (``step`` counts from 1) in a single fused kernel."""
-    n, dtype = _check(param_buf, grad_buf, exp_avg_buf, exp_avg_sq_buf)
-    if n == 0:
-        return
-    b1, omb1, b2, omb2, step_size, bc2_sqrt, eps_, wd = adam_scalars(
-        step, lr, beta1, beta2, eps, weight_decay, dtype)
-    grid, blk = launch_1d(n, block, max_blocks)
-    adam_kernel[grid, blk, current_stream()](param_buf, grad_buf, exp_avg_buf, exp_avg_sq_buf,
-                                             b1, omb1, b2, omb2, step_size, bc2_sqrt, eps_, wd,
-                                             weight_decay != 0)
-
-
-# --- the unfused lesson: one elementwise launch per line of the Adam rule -------------------------
-@cuda.jit
-def axpby_kernel(out, a, x, b, y):
-    """``out = a*x + b*y`` elementwise (``out`` may alias ``x``). 3 passes."""
-    start, step = cuda.grid(1), cuda.gridsize(1)
-    for i in range(start, out.size, step):
-        out[i] = a * x[i] + b * y[i]
-
-
-@cuda.jit
-def axpbyy_kernel(out, a, x, b, y):
-    """``out = a*x + b*y*y`` elementwise (``out`` may alias ``x``). 3 passes."""
-    start, step = cuda.grid(1), cuda.gridsize(1)
-    for i in range(start, out.size, step):
-        out[i] = a * x[i] + b * y[i] * y[i]
-
-
-@cuda.jit
-def sqrt_affine_kernel(out, x, c, e):
-    """``out = sqrt(x)/c + e`` elementwise. 2 passes."""
-    start, step = cuda.grid(1), cuda.gridsize(1)
-    for i in range(start, out.size, step):
-        out[i] = math.sqrt(x[i]) / c + e
-
-
-@cuda.jit
-def sub_scaled_ratio_kernel(out, s, x, y):
-    """``out -= s*x/y`` elementwise. 4 passes (reads out, x, y; writes out)."""
-    start, step = cuda.grid(1), cuda.gridsize(1)
-    for i in range(start, out.size, step):
-        out[i] = out[i] - s * x[i] / y[i]
-
-
-def adam_step_unfused_(param_buf, grad_buf, exp_avg_buf, exp_avg_sq_buf, step, lr, beta1,
-                       beta2, eps, weight_decay, *, block=None, max_blocks=None):
-    """The same Adam step as :func:`adam_step_`, as five separate elementwise launches (one
-    per line of the rule). Same arithmetic in the same order, so the same results; 15
-    global-memory passes and two n-element temporaries instead of 7 passes and none."""
-    n, dtype = _check(param_buf, grad_buf, exp_avg_buf, exp_avg_sq_buf)
-    if n == 0:
-        return
-    b1, omb1, b2, omb2, step_size, bc2_sqrt, eps_, wd = adam_scalars(
-        step, lr, beta1, beta2, eps, weight_decay, dtype)
-    grid, blk = launch_1d(n, block, max_blocks)
-    launch = (grid, blk, current_stream())
-    d = grad_buf
-    if weight_decay != 0:                                       # d = g + wd*p
-        d = empty(n, dtype)
-        axpby_kernel[launch](d, scalar(1, dtype), grad_buf, wd, param_buf)
-    axpby_kernel[launch](exp_avg_buf, b1, exp_avg_buf, omb1, d)       # m = b1*m + (1-b1)*d
-    axpbyy_kernel[launch](exp_avg_sq_buf, b2, exp_avg_sq_buf, omb2, d)  # v = b2*v + (1-b2)*d*d
-    denom = empty(n, dtype)
-    sqrt_affine_kernel[launch](denom, exp_avg_sq_buf, bc2_sqrt, eps_)   # sqrt(v)/sqrt(bc2)+eps
-    sub_scaled_ratio_kernel[launch](param_buf, step_size, exp_avg_buf, denom)  # p -= s*m/denom
+    plan = adam_plan(param_buf, grad_buf, exp_avg_buf, exp_avg_sq_buf, step, lr, beta1, beta2,
+                     eps, weight_decay, block, max_blocks)
+    if plan is not None:
+        launch, scalars = plan
+        adam_kernel[launch](param_buf, grad_buf, exp_avg_buf, exp_avg_sq_buf, *scalars,
+                            weight_decay != 0)

@@ -26,11 +26,10 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda, float32
 
-from ..contract import View
+from ..contract import View, conv_out_size, pair
 from .device import current_stream, empty, launch_1d
 from .memory import full
 from .strided import unravel4
-
 
 
 NEG_INF = np.float32(-np.inf)
@@ -38,19 +37,10 @@ NEG_INF = np.float32(-np.inf)
 kernel promotes it exactly)."""
 
 
-def _out_size(size, k, s, p):
-    return (size + 2 * p - (k - 1) - 1) // s + 1
-
-
-def _pair(v):
-    return (int(v), int(v)) if np.isscalar(v) else (int(v[0]), int(v[1]))
-
-
-
 def _geometry(x_shape, kernel, stride, padding):
-    (kh, kw), (sh, sw), (ph, pw) = _pair(kernel), _pair(stride), _pair(padding)
+    (kh, kw), (sh, sw), (ph, pw) = pair(kernel), pair(stride), pair(padding)
     n, c, h, w = (int(s) for s in x_shape)
-    oh, ow = _out_size(h, kh, sh, ph), _out_size(w, kw, sw, pw)
+    oh, ow = conv_out_size(h, kh, sh, ph), conv_out_size(w, kw, sw, pw)
     return (n, c, h, w, max(oh, 0), max(ow, 0)), (kh, kw, sh, sw, ph, pw)
 
 

@@ -60,7 +60,7 @@ def _counter0(offset) -> np.uint32:
 
 
 @functools.lru_cache(maxsize=None)
-def _uniform_kernel(dtype):
+def uniform_kernel(dtype):
     real = numba.from_dtype(dtype)
     scale = dtype.type(2.0 ** -24)
 
@@ -82,7 +82,7 @@ def _uniform_kernel(dtype):
 
 
 @functools.lru_cache(maxsize=None)
-def _normal_kernel(dtype):
+def normal_kernel(dtype):
     real = numba.from_dtype(dtype)
     scale, one = dtype.type(2.0 ** -24), dtype.type(1)
     minus_two, two_pi = dtype.type(-2), dtype.type(2 * np.pi)
@@ -116,7 +116,7 @@ def random_uniform(n, seed, offset, dtype):
     out = empty(n, dtype)
     if n:
         grid, block = launch_1d(n)
-        _uniform_kernel(dtype)[grid, block, current_stream()](
+        uniform_kernel(dtype)[grid, block, current_stream()](
             out, stream_key(seed, 0), _counter0(offset))
     return out
 
@@ -127,6 +127,6 @@ def random_normal(n, seed, offset, dtype):
     out = empty(n, dtype)
     if n:
         grid, block = launch_1d(n)
-        _normal_kernel(dtype)[grid, block, current_stream()](
+        normal_kernel(dtype)[grid, block, current_stream()](
             out, stream_key(seed, 1), stream_key(seed, 2), _counter0(offset))
     return out

@@ -30,30 +30,9 @@ with keyword-only arguments (``max_block``, ``split``, ``row_split``, ``shuffle`
 simulator the default block cap is 64 threads instead of 256 and the heuristic assumes
 ``SIM_SMS`` SMs (same kernels; ``PRODUCTION_BLOCK`` and the H200 plan are tested explicitly).
 
-The teaching ladder (``SUM_LADDER``, benchmarked in issue 7) sums a 1-D vector six ways; each
-rung fixes the bottleneck of the one before (after M. Harris, "Optimizing Parallel Reduction
-in CUDA"):
-
-(a) ``interleaved``   shared-memory tree, ``tid % (2*s)`` picks the active threads: divergent
-                      warps and a strided, bank-conflicted access pattern.
-(b) ``sequential``    active threads are ``tid < s``: whole warps retire together, and the
-                      accesses are contiguous (no bank conflicts).
-(c) ``first_add``     each thread adds two elements while loading: half the blocks, and no
-                      thread idles in the first tree step.
-(d) ``shuffle_tail``  the last 32 partial sums are combined with ``shfl_down_sync`` inside
-                      one warp: no shared memory and no barriers for the last 5 steps.
-(e) ``warp_shuffle``  (the production block design) every thread first accumulates many
-                      elements in a register (grid-stride loop), every warp reduces with
-                      shuffles, and one barrier joins the per-warp partials: O(1) barriers per
-                      block.
-(f) ``grid_two_pass`` the production path, ``reduce``: (e)'s block reduction on a grid sized
-                      to one full wave of the GPU (each block one contiguous chunk), then one
-                      block over the partials: two launches for any n (one when n is too
-                      short to split), and the same path serves every few-long-rows reduction.
-
-Warp intrinsics: on a real GPU they always exist. Numba's stock CUDA simulator lacks them;
-``simulator.py`` adds them. ``WARP_SHUFFLE`` records, once at import, whether they can be used,
-and the production kernels fall back to the pure shared-memory tree when they cannot.
+The teaching ladder that leads to this design (six ways to sum a vector) is the reduction
+lesson, ``minigpu/lessons/reduction.py``. The warp and block reductions themselves are shared
+building blocks (``blocks.py``).
 """
 from __future__ import annotations
 
@@ -66,9 +45,10 @@ from numba import cuda
 
 from ..contract import View, is_contiguous, numel
 from . import memory
-from .device import SIMULATOR, WARP_SIZE, current_stream, empty, scalar
+from .blocks import (BETTER, COMBINE, WARP_SHUFFLE, block_allreduce, block_argreduce,
+                     identity, numba_type, pow2_at_least)
+from .device import SIMULATOR, WARP_SIZE, current_stream, empty
 
-FULL_MASK = 0xFFFFFFFF
 PRODUCTION_BLOCK = 256   # threads per block on a GPU
 # The simulator runs one OS thread per CUDA thread: by default it gets smaller blocks (same
 # kernels, other factory parameters); tests pass max_block=PRODUCTION_BLOCK to run the real one.
@@ -82,232 +62,6 @@ BLOCKS_PER_SM = 32       # resident blocks per sm_90 SM, at most
 MIN_SPLIT_WORK = 16      # elements per thread in a split block, at least (else one pass)
 MAX_GRID_Y = 65535       # CUDA's limit on gridDim.y (the splits of a row)
 NO_INDEX = 2 ** 62       # argreduce's "no element yet": loses every tie to a real index
-LADDER_MAX_GRID = 1024   # blocks of the grid-stride ladder rung (e)
-
-
-def warp_shuffle_available() -> bool:
-    """True when ``cuda.shfl_down_sync`` / ``shfl_xor_sync`` can run: always on a GPU; under the
-    simulator only once ``simulator.install()`` has added them to its fake ``cuda`` module."""
-    if not SIMULATOR:
-        return True
-    from numba.cuda.simulator import kernel as simkernel
-
-    return all(hasattr(simkernel.FakeCUDAModule, name)
-               for name in ("shfl_down_sync", "shfl_xor_sync"))
-
-
-# Decided once: ``cuda/__init__`` runs ``simulator.install()`` before importing this module.
-WARP_SHUFFLE = warp_shuffle_available()
-
-
-# --- combining two partial results ---------------------------------------------------------
-@cuda.jit(device=True)
-def _add(a, b):
-    return a + b
-
-
-@cuda.jit(device=True)
-def _max(a, b):
-    """max that propagates NaN like NumPy (``a != a`` is the NaN test)."""
-    return a if (a > b or a != a) else b
-
-
-@cuda.jit(device=True)
-def _min(a, b):
-    return a if (a < b or a != a) else b
-
-
-COMBINE = {"sum": _add, "max": _max, "min": _min}
-
-
-@cuda.jit(device=True)
-def _better_max(va, ia, vb, ib):
-    """True when (va, ia) beats (vb, ib) for argmax: larger value, then smaller index; NaN
-    beats every number (NumPy's argmax returns the first NaN)."""
-    if va != va:
-        return not (vb != vb and ib < ia)
-    if vb != vb:
-        return False
-    return va > vb or (va == vb and ia < ib)
-
-
-@cuda.jit(device=True)
-def _better_min(va, ia, vb, ib):
-    if va != va:
-        return not (vb != vb and ib < ia)
-    if vb != vb:
-        return False
-    return va < vb or (va == vb and ia < ib)
-
-
-BETTER = {"max": _better_max, "min": _better_min}
-
-
-def identity(op, dtype):
-    """The neutral element of ``op`` as a ``dtype`` scalar: 0, -inf/+inf (or the integer
-    extremes), so padded lanes and empty threads never change the result."""
-    dtype = np.dtype(dtype)
-    if op == "sum":
-        value = 0
-    elif dtype.kind == "f":
-        value = -np.inf if op == "max" else np.inf
-    else:
-        info = np.iinfo(dtype)
-        value = info.min if op == "max" else info.max
-    return scalar(value, dtype)
-
-
-def _nb(dtype):
-    return numba.from_dtype(np.dtype(dtype))
-
-
-def _pow2_at_least(n, lo, hi):
-    p = min(lo, hi)
-    while p < n and p < hi:
-        p *= 2
-    return p
-
-
-# --- block-wide building blocks (shared with softmax.py) -------------------------------------
-@functools.lru_cache(maxsize=None)
-def warp_allreduce(op):
-    """Device function ``(val) -> total over the 32 lanes``, in every lane.
-
-    Butterfly (``shfl_xor_sync`` with offsets 16, 8, 4, 2, 1): after step s each lane holds the
-    total of a 2**s-lane group, so after 5 steps all lanes hold the warp total. Registers only:
-    no shared memory, no barrier. All 32 lanes must call it together."""
-    combine = COMBINE[op]
-
-    @cuda.jit(device=True)
-    def allreduce(val):
-        offset = 16
-        while offset > 0:
-            val = combine(val, cuda.shfl_xor_sync(FULL_MASK, val, offset))
-            offset //= 2
-        return val
-
-    return allreduce
-
-
-@functools.lru_cache(maxsize=None)
-def block_allreduce(op, block, shuffle):
-    """Device function ``(val, scratch, identity) -> total over the block``, in every thread.
-
-    ``block`` threads (a power of two, 1-D block); ``scratch`` is a shared array of ``block``
-    elements that no other code touches during the call (give each call site its own, or put
-    a barrier before reusing it).
-
-    shuffle=True: every warp reduces in registers (``warp_allreduce``), lane 0 of each warp
-    writes its partial to ``scratch[warp]``, one barrier, then every warp reduces the
-    ``block/32`` partials again with shuffles, so all threads get the total without a second
-    barrier. One barrier in all.
-    shuffle=False: shared-memory tree with sequential addressing (``tid < s`` halves the active
-    threads each step: no divergence inside warps, contiguous addresses, no bank conflicts);
-    log2(block) barriers; every thread reads the total from ``scratch[0]``."""
-    combine = COMBINE[op]
-    nwarps = block // WARP_SIZE
-
-    if shuffle:
-        assert block % WARP_SIZE == 0, "the shuffle reduction needs whole warps"
-        warp_reduce = warp_allreduce(op)
-
-        @cuda.jit(device=True)
-        def allreduce(val, scratch, ident):
-            val = warp_reduce(val)
-            if nwarps == 1:
-                return val
-            tid = cuda.threadIdx.x
-            lane = tid % WARP_SIZE
-            if lane == 0:
-                scratch[tid // WARP_SIZE] = val
-            cuda.syncthreads()
-            partial = scratch[lane] if lane < nwarps else ident
-            return warp_reduce(partial)
-
-        return allreduce
-
-    assert block & (block - 1) == 0, "the tree reduction needs a power-of-two block"
-
-    @cuda.jit(device=True)
-    def allreduce(val, scratch, ident):
-        tid = cuda.threadIdx.x
-        scratch[tid] = val
-        cuda.syncthreads()
-        s = block // 2
-        while s > 0:
-            if tid < s:
-                scratch[tid] = combine(scratch[tid], scratch[tid + s])
-            cuda.syncthreads()
-            s //= 2
-        return scratch[0]
-
-    return allreduce
-
-
-@functools.lru_cache(maxsize=None)
-def block_argreduce(op, block, shuffle):
-    """Like ``block_allreduce`` for (value, index) pairs:
-    ``(v, i, sv, si, ident, ident_i) -> (v, i)`` with the best pair in every thread; ties keep
-    the smaller index, so the identity pair (``ident``, an index past the end) never wins. Two
-    scratch arrays (values and int64 indices) of ``block`` elements."""
-    better = BETTER[op]
-    nwarps = block // WARP_SIZE
-
-    @cuda.jit(device=True)
-    def pick(va, ia, vb, ib):
-        if better(va, ia, vb, ib):
-            return va, ia
-        return vb, ib
-
-    if shuffle:
-        assert block % WARP_SIZE == 0, "the shuffle reduction needs whole warps"
-
-        @cuda.jit(device=True)
-        def warp_pairs(v, i):
-            offset = 16
-            while offset > 0:
-                ov = cuda.shfl_xor_sync(FULL_MASK, v, offset)
-                oi = cuda.shfl_xor_sync(FULL_MASK, i, offset)
-                v, i = pick(v, i, ov, oi)
-                offset //= 2
-            return v, i
-
-        @cuda.jit(device=True)
-        def argreduce(v, i, sv, si, ident, ident_i):
-            v, i = warp_pairs(v, i)
-            if nwarps == 1:
-                return v, i
-            tid = cuda.threadIdx.x
-            lane = tid % WARP_SIZE
-            if lane == 0:
-                sv[tid // WARP_SIZE] = v
-                si[tid // WARP_SIZE] = i
-            cuda.syncthreads()
-            if lane < nwarps:
-                v, i = sv[lane], si[lane]
-            else:
-                v, i = ident, ident_i
-            return warp_pairs(v, i)
-
-        return argreduce
-
-    @cuda.jit(device=True)
-    def argreduce(v, i, sv, si, ident, ident_i):
-        tid = cuda.threadIdx.x
-        sv[tid] = v
-        si[tid] = i
-        cuda.syncthreads()
-        s = block // 2
-        while s > 0:
-            if tid < s:
-                bv, bi = pick(sv[tid], si[tid], sv[tid + s], si[tid + s])
-                sv[tid] = bv
-                si[tid] = bi
-            cuda.syncthreads()
-            s //= 2
-        return sv[0], si[0]
-
-    return argreduce
 
 
 # --- production kernels ----------------------------------------------------------------------
@@ -315,7 +69,7 @@ def block_argreduce(op, block, shuffle):
 def row_reduce_kernel(op, dtype, block, shuffle):
     combine = COMBINE[op]
     allreduce = block_allreduce(op, block, shuffle)
-    nbtype = _nb(dtype)
+    nbtype = numba_type(dtype)
 
     @cuda.jit
     def row_reduce(x, K, chunk, ident, out):
@@ -356,7 +110,7 @@ def row_reduce_kernel(op, dtype, block, shuffle):
 @functools.lru_cache(maxsize=None)
 def column_reduce_kernel(op, dtype, bx, by):
     combine = COMBINE[op]
-    nbtype = _nb(dtype)
+    nbtype = numba_type(dtype)
     SCRATCH_SHAPE = (by, bx)  # a closure constant: numba needs a literal shape
 
     @cuda.jit
@@ -402,7 +156,7 @@ def column_reduce_kernel(op, dtype, bx, by):
 def row_argreduce_kernel(op, dtype, block, shuffle, indexed=False):
     better = BETTER[op]
     argreduce_block = block_argreduce(op, block, shuffle)
-    nbtype = _nb(dtype)
+    nbtype = numba_type(dtype)
 
     @cuda.jit
     def row_argreduce(x, xi, K, chunk, ident, values, indices):
@@ -505,7 +259,7 @@ def canonical(v: View, axes):
 def row_block(K, max_block=MAX_BLOCK):
     """Threads per row: the smallest power of two >= K, from one warp up to ``max_block``
     (no idle warps on short rows; long rows loop)."""
-    return _pow2_at_least(K, WARP_SIZE, max_block)
+    return pow2_at_least(K, WARP_SIZE, max_block)
 
 
 @functools.lru_cache(maxsize=None)
@@ -564,7 +318,7 @@ def column_config(K, ncols, split=COLUMN_SPLIT, max_block=MAX_BLOCK):
     too few to fill the GPU (< 8192) and long enough (K >= 64) to be worth a shared step."""
     if split > 1 and K >= 64 and ncols < 8192:
         return max(max_block // split, 1), split
-    return _pow2_at_least(ncols, WARP_SIZE, max_block), 1
+    return pow2_at_least(ncols, WARP_SIZE, max_block), 1
 
 
 def _as_numeric(v: View):
@@ -659,213 +413,8 @@ def argreduce(op, x: View, axis, *, max_block=None, row_split=None, shuffle=None
                          row_block(plan.splits, max_block), True)
         else:
             ncols = outer * inner
-            block = _pow2_at_least(ncols, WARP_SIZE, max_block)
+            block = pow2_at_least(ncols, WARP_SIZE, max_block)
             grid = min((ncols + block - 1) // block, 65535)
             column_argreduce_kernel(op, dtype)[grid, block, stream](
                 buf, K, inner, ncols, values, indices)
     return (values.view(np.bool_) if is_bool else values), indices
-
-
-# --- the teaching ladder: six ways to sum a vector ---------------------------------------------
-@functools.lru_cache(maxsize=None)
-def sum_interleaved_kernel(dtype, block):
-    nbtype = _nb(dtype)
-
-    @cuda.jit
-    def sum_interleaved(x, n, zero, out):
-        """(a) out[b] = sum of x[b*block : (b+1)*block].
-
-        One thread per element, 1-D blocks of ``block``; each thread stores its element in
-        shared memory, then the tree doubles the stride s: threads with tid % (2s) == 0 add
-        sdata[tid + s]. The modulo keeps only every 2s-th thread active, so every warp
-        diverges at every step (and ``%`` is slow); the active threads touch addresses 2s apart
-        (shared-memory bank conflicts)."""
-        sdata = cuda.shared.array(block, nbtype)
-        tid = cuda.threadIdx.x
-        i = cuda.blockIdx.x * block + tid
-        sdata[tid] = x[i] if i < n else zero
-        cuda.syncthreads()
-        s = 1
-        while s < block:
-            if tid % (2 * s) == 0:
-                sdata[tid] += sdata[tid + s]
-            cuda.syncthreads()
-            s *= 2
-        if tid == 0:
-            out[cuda.blockIdx.x] = sdata[0]
-
-    return sum_interleaved
-
-
-@functools.lru_cache(maxsize=None)
-def sum_sequential_kernel(dtype, block):
-    nbtype = _nb(dtype)
-    tree = block_allreduce("sum", block, False)
-
-    @cuda.jit
-    def sum_sequential(x, n, zero, out):
-        """(b) out[b] = sum of x[b*block : (b+1)*block].
-
-        Same mapping as (a); the tree (``block_allreduce(shuffle=False)``) halves s from
-        block/2 and threads tid < s add sdata[tid + s]. Active threads are contiguous: whole
-        warps are either all active or all idle (no divergence until s < 32), and a warp reads
-        32 consecutive words (no bank conflicts). Still, half the threads idle from the first
-        step on."""
-        sdata = cuda.shared.array(block, nbtype)
-        i = cuda.blockIdx.x * block + cuda.threadIdx.x
-        total = tree(x[i] if i < n else zero, sdata, zero)
-        if cuda.threadIdx.x == 0:
-            out[cuda.blockIdx.x] = total
-
-    return sum_sequential
-
-
-@functools.lru_cache(maxsize=None)
-def sum_first_add_kernel(dtype, block):
-    nbtype = _nb(dtype)
-    tree = block_allreduce("sum", block, False)
-
-    @cuda.jit
-    def sum_first_add(x, n, zero, out):
-        """(c) out[b] = sum of x[2*b*block : 2*(b+1)*block].
-
-        Each thread loads two elements block apart (both loads coalesced) and stores their
-        sum: the grid halves and no thread is idle in what was the first tree step. Tree as
-        in (b)."""
-        sdata = cuda.shared.array(block, nbtype)
-        i = cuda.blockIdx.x * (2 * block) + cuda.threadIdx.x
-        acc = x[i] if i < n else zero
-        if i + block < n:
-            acc += x[i + block]
-        total = tree(acc, sdata, zero)
-        if cuda.threadIdx.x == 0:
-            out[cuda.blockIdx.x] = total
-
-    return sum_first_add
-
-
-@functools.lru_cache(maxsize=None)
-def sum_shuffle_tail_kernel(dtype, block):
-    nbtype = _nb(dtype)
-
-    @cuda.jit
-    def sum_shuffle_tail(x, n, zero, out):
-        """(d) as (c), but the tree stops at 32 partials; warp 0 finishes them with
-        ``shfl_down_sync`` (offsets 16..1): lanes exchange registers directly, so the last five
-        steps need neither shared memory nor barriers (the classic "unroll the last warp",
-        without relying on implicit warp synchrony)."""
-        sdata = cuda.shared.array(block, nbtype)
-        tid = cuda.threadIdx.x
-        i = cuda.blockIdx.x * (2 * block) + tid
-        acc = x[i] if i < n else zero
-        if i + block < n:
-            acc += x[i + block]
-        if block > WARP_SIZE:
-            sdata[tid] = acc
-            cuda.syncthreads()
-            s = block // 2
-            while s >= WARP_SIZE:
-                if tid < s:
-                    sdata[tid] += sdata[tid + s]
-                cuda.syncthreads()
-                s //= 2
-            acc = sdata[tid] if tid < WARP_SIZE else zero
-        if tid < WARP_SIZE:
-            offset = 16
-            while offset > 0:
-                acc += cuda.shfl_down_sync(FULL_MASK, acc, offset)
-                offset //= 2
-            if tid == 0:
-                out[cuda.blockIdx.x] = acc
-
-    return sum_shuffle_tail
-
-
-@functools.lru_cache(maxsize=None)
-def sum_warp_shuffle_kernel(dtype, block):
-    nbtype = _nb(dtype)
-    allreduce = block_allreduce("sum", block, True)
-
-    @cuda.jit
-    def sum_warp_shuffle(x, n, zero, out):
-        """(e) out[b] = sum of x[b*block + t + k*gridsize] over t, k: a grid-stride loop.
-
-        Each thread accumulates many elements in a register (coalesced loads, no
-        synchronisation), then ``block_allreduce``: shuffles inside every warp, one barrier,
-        shuffles over the per-warp partials. The grid is capped (``LADDER_MAX_GRID``), so a
-        second launch of one block finishes any n. This is the design of the production row
-        kernel."""
-        scratch = cuda.shared.array(block, nbtype)
-        acc = zero
-        for i in range(cuda.grid(1), n, cuda.gridsize(1)):
-            acc += x[i]
-        acc = allreduce(acc, scratch, zero)
-        if cuda.threadIdx.x == 0:
-            out[cuda.blockIdx.x] = acc
-
-    return sum_warp_shuffle
-
-
-def _ladder_run(factory, per_thread, max_grid, v: View, block):
-    """Launch one rung pass after pass on the per-block partials until one value is left."""
-    dtype = np.dtype(v.dtype)
-    n = v.numel
-    if n == 0:
-        return memory.full(1, 0, dtype)
-    buf = _dense_slice(v.buf, v.offset, n) if v.is_contiguous() else memory.contiguous(v)
-    kernel = factory(dtype, block)
-    zero = scalar(0, dtype)
-    while True:
-        grid = min(-(-n // (block * per_thread)), max_grid)
-        out = empty(grid, dtype)
-        kernel[grid, block, current_stream()](buf, n, zero, out)
-        if grid == 1:
-            return out
-        buf, n = out, grid
-
-
-def sum_interleaved(x: View, block=MAX_BLOCK):
-    return _ladder_run(sum_interleaved_kernel, 1, 2 ** 31 - 1, x, block)
-
-
-def sum_sequential(x: View, block=MAX_BLOCK):
-    return _ladder_run(sum_sequential_kernel, 1, 2 ** 31 - 1, x, block)
-
-
-def sum_first_add(x: View, block=MAX_BLOCK):
-    return _ladder_run(sum_first_add_kernel, 2, 2 ** 31 - 1, x, block)
-
-
-def sum_shuffle_tail(x: View, block=MAX_BLOCK):
-    return _ladder_run(sum_shuffle_tail_kernel, 2, 2 ** 31 - 1, x, block)
-
-
-def sum_warp_shuffle(x: View, block=MAX_BLOCK, max_grid=LADDER_MAX_GRID):
-    return _ladder_run(sum_warp_shuffle_kernel, 1, max_grid, x, block)
-
-
-def sum_grid_two_pass(x: View, block=MAX_BLOCK, splits=None):
-    """(f) The production ``reduce("sum")`` of the whole vector: a 1-D vector is one row, so
-    ``row_plan`` splits it over one wave of blocks (``row_reduce`` on a (1, splits) grid,
-    each block one contiguous, block-aligned chunk, (e)'s register loop and shuffle
-    reduction), then one more ``row_reduce`` block reduces the ``splits`` partials. Versus
-    (e): the grid comes from the device (SMs x resident blocks per SM, so every SM is busy
-    and no tail wave is left) instead of a fixed cap, and the same two-pass path serves any
-    (rows, K) reduction whose rows are too few to fill the GPU, not only a vector. A vector
-    too short to split (n < 2 x block x ``MIN_SPLIT_WORK``) takes one pass. ``splits``
-    forces the number of chunks."""
-    if x.numel == 0:
-        return memory.full(1, 0, x.dtype)
-    return reduce("sum", x, tuple(range(len(x.shape))), max_block=block, row_split=splits)
-
-
-SUM_LADDER = {
-    "interleaved": sum_interleaved,
-    "sequential": sum_sequential,
-    "first_add": sum_first_add,
-    "shuffle_tail": sum_shuffle_tail,
-    "warp_shuffle": sum_warp_shuffle,
-    "grid_two_pass": sum_grid_two_pass,
-}
-# Rungs that need warp intrinsics (skipped under a simulator without them).
-SHUFFLE_RUNGS = ("shuffle_tail", "warp_shuffle")

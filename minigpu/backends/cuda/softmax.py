@@ -31,28 +31,23 @@ from __future__ import annotations
 import functools
 import math
 
-import numba
 import numpy as np
 from numba import cuda
 
 from ..contract import View
 from . import memory
+from .blocks import WARP_SHUFFLE, block_allreduce, max_nan, numba_type, warp_allreduce
 from .device import SIMULATOR, WARP_SIZE, current_stream, empty, scalar
-from .reduce import (MAX_BLOCK, WARP_SHUFFLE, _max, block_allreduce, row_block,
-                     warp_allreduce)
+from .reduce import MAX_BLOCK, row_block
 
 WARP_MAX_COLS = 1024            # rows up to this long go one-warp-per-row
 WARP_ROWS = 2 if SIMULATOR else 4   # rows (warps) per block of the warp kernels
 
 
-def _nb(dtype):
-    return numba.from_dtype(np.dtype(dtype))
-
-
 # --- forward ---------------------------------------------------------------------------------
 @functools.lru_cache(maxsize=None)
 def softmax_block_kernel(dtype, block, shuffle, log):
-    nbtype = _nb(dtype)
+    nbtype = numba_type(dtype)
     row_max = block_allreduce("max", block, shuffle)
     row_sum = block_allreduce("sum", block, shuffle)
 
@@ -72,7 +67,7 @@ def softmax_block_kernel(dtype, block, shuffle, log):
         tid = cuda.threadIdx.x
         m = neg_inf
         for c in range(tid, C, block):
-            m = _max(m, x[base + c])
+            m = max_nan(m, x[base + c])
         m = row_max(m, smax, neg_inf)
         s = zero
         for c in range(tid, C, block):
@@ -110,7 +105,7 @@ def softmax_warp_kernel(dtype, log):
             base = row * C
             m = neg_inf
             for c in range(lane, C, WARP_SIZE):
-                m = _max(m, x[base + c])
+                m = max_nan(m, x[base + c])
             m = warp_max(m)
             s = zero
             for c in range(lane, C, WARP_SIZE):
@@ -130,7 +125,7 @@ def softmax_warp_kernel(dtype, log):
 # --- backward --------------------------------------------------------------------------------
 @functools.lru_cache(maxsize=None)
 def softmax_backward_block_kernel(dtype, block, shuffle, log):
-    nbtype = _nb(dtype)
+    nbtype = numba_type(dtype)
     row_sum = block_allreduce("sum", block, shuffle)
 
     @cuda.jit

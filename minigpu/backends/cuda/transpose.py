@@ -3,21 +3,15 @@
 The source is a batch of matrices ``A[b]`` (R rows, C columns, row stride ``ld`` >= C, element
 stride 1); the output is the dense ``(B, C, R)`` buffer of their transposes. Reading A along a
 row and writing the output along a row cannot both be done by consecutive threads on consecutive
-addresses, and that is the whole difficulty. Three kernels, in the order a course teaches them:
+addresses, and that is the whole difficulty.
 
-1. ``transpose_naive`` (lesson: coalescing). One thread per element, consecutive threads on
-   consecutive columns of A: the reads are coalesced, the writes land R elements apart, so each
-   warp's store is split into 32 separate 32-byte sectors (8x the traffic for float32).
-   ``memory.gather_strided_kernel`` is the mirror image: coalesced writes, scattered reads.
-2. ``transpose_tiled_naive`` (lesson: shared-memory tiling). A block stages a TILE x TILE tile
-   in shared memory: it reads the tile row by row (coalesced), synchronises, then writes the
-   transposed tile row by row (coalesced), reading the shared tile *by column*. Global traffic is
-   now minimal, but with a TILE x TILE array the column read puts all 32 lanes of a warp on
-   addresses 32 words apart, i.e. in the same shared-memory bank: a 32-way bank conflict, the
-   read is replayed 32 times.
-3. ``transpose_tiled_padded`` (lesson: padding against bank conflicts). The same kernel with a
-   TILE x (TILE + 1) array: one unused column shifts row k by k banks, so a column's 32 words
-   fall in 32 different banks and the read is a single transaction. Production path.
+The production kernel stages a TILE x TILE tile in shared memory: it reads the tile row by row
+(coalesced), synchronises, then writes the transposed tile row by row (coalesced), reading the
+shared tile *by column*. With a TILE x TILE array that column read would put all 32 lanes
+of a warp in one shared-memory bank (a 32-way conflict); one padding column (TILE x (TILE + 1))
+shifts row k by k banks and makes it a single transaction. The kernels before it, the naive
+transpose (coalesced reads, strided writes) and the unpadded tile, are the coalescing and
+bank-conflict lessons (``minigpu/lessons/``); ``pad`` is a factory parameter for the latter.
 
 Tile size and rows per thread are kernel-factory parameters (closure constants fix the shared
 array's shape at compile time). Production: TILE=32 (a warp's width), BLOCK_ROWS=8 (a 32x8
@@ -34,7 +28,7 @@ import numpy as np
 from numba import cuda
 
 from ..contract import View
-from .device import SIMULATOR, current_stream, grid_1d
+from .device import SIMULATOR, current_stream
 
 PRODUCTION_TILE, PRODUCTION_BLOCK_ROWS = 32, 8
 TILE, BLOCK_ROWS = (8, 2) if SIMULATOR else (PRODUCTION_TILE, PRODUCTION_BLOCK_ROWS)
@@ -42,7 +36,6 @@ TILE, BLOCK_ROWS = (8, 2) if SIMULATOR else (PRODUCTION_TILE, PRODUCTION_BLOCK_R
 thread, so the default there is a small tile; tests run the production one explicitly."""
 
 MAX_BLOCKS = 8 if SIMULATOR else 65535
-NAIVE_BLOCK = 32 if SIMULATOR else 256
 
 
 class BatchedTranspose(NamedTuple):
@@ -93,35 +86,11 @@ def as_batched_transpose(v: View):
     return BatchedTranspose(v.buf, int(v.offset), batch, batch_stride, rows, cols, ld)
 
 
-# --- 1. coalesced reads, strided writes --------------------------------------------------------
-@cuda.jit
-def transpose_naive(src, offset, batch, batch_stride, rows, cols, ld, out):
-    """out[b, c, r] = A[b, r, c], no shared memory.
-
-    Thread mapping: grid-stride over source elements in (b, r, c) order, c fastest.
-    Block/grid: 1-D, ``naive_launch_config``.
-    Memory: a warp reads 32 consecutive elements of a row of A (coalesced) and writes them to
-    32 different output rows, ``rows`` elements apart (uncoalesced: one sector per lane).
-    The baseline the tiled kernels beat.
-    """
-    start, step = cuda.grid(1), cuda.gridsize(1)
-    plane = rows * cols
-    for i in range(start, batch * plane, step):
-        c = i % cols
-        r = (i // cols) % rows
-        b = i // plane
-        out[b * plane + c * rows + r] = src[offset + b * batch_stride + r * ld + c]
-
-
-def naive_launch_config(spec: BatchedTranspose) -> tuple[int, int]:
-    return grid_1d(spec.numel, NAIVE_BLOCK, MAX_BLOCKS), NAIVE_BLOCK
-
-
-# --- 2. and 3. shared-memory tiles ---------------------------------------------------------------
+# --- the shared-memory tile ------------------------------------------------------------------
 @functools.lru_cache(maxsize=None)
-def _tiled(tile: int, block_rows: int, pad: int, dtype):
+def tiled_kernel(tile: int, block_rows: int, pad: int, dtype):
     """Build the tiled transpose kernel for a (tile, block_rows) block and a tile x (tile + pad)
-    shared array of ``dtype``; pad 0 is ``transpose_tiled_naive``, pad 1 the padded one."""
+    shared array of ``dtype``; production pads by 1 (pad 0 is the bank-conflict lesson's)."""
     assert tile % block_rows == 0, "each thread moves tile // block_rows elements"
     width = tile + pad
     element = numba.from_dtype(np.dtype(dtype))
@@ -142,7 +111,7 @@ def _tiled(tile: int, block_rows: int, pad: int, dtype):
         (32-way conflict); with TILE + 1 columns, 32 different banks (for 8-byte elements,
         2 per lane in half-warp phases, also conflict-free). Out-of-range lanes skip the
         global access but still reach both barriers.
-        Faster than ``transpose_naive``: every global access coalesced (the shuffle happens
+        Faster than the naive transpose: every global access coalesced (the shuffle happens
         in shared memory, ~100x the bandwidth of DRAM), each element read and written once.
         """
         tx = cuda.threadIdx.x
@@ -173,40 +142,20 @@ def _tiled(tile: int, block_rows: int, pad: int, dtype):
     return transpose_tiled
 
 
-def transpose_tiled_naive(tile: int, block_rows: int, dtype):
-    """The tiled kernel over a TILE x TILE shared array: coalesced global traffic, but the
-    column read of the tile is a TILE-way bank conflict (lesson 2)."""
-    return _tiled(tile, block_rows, 0, np.dtype(dtype))
-
-
-def transpose_tiled_padded(tile: int, block_rows: int, dtype):
-    """The tiled kernel over a TILE x (TILE + 1) shared array: the padding column spreads a
-    tile column over all banks, so the column read is conflict-free (lesson 3; production)."""
-    return _tiled(tile, block_rows, 1, np.dtype(dtype))
-
-
 def tiled_launch_config(spec: BatchedTranspose, tile: int, block_rows: int):
     """(grid, block): one block per tile up to MAX_BLOCKS, blocks (tile, block_rows)."""
     tiles = spec.batch * -(-spec.rows // tile) * -(-spec.cols // tile)
     return max(1, min(tiles, MAX_BLOCKS)), (tile, block_rows)
 
 
-def transpose_copy(spec: BatchedTranspose, out, variant: str = "padded", tile: int = TILE,
-                   block_rows: int = BLOCK_ROWS):
+def transpose_copy(spec: BatchedTranspose, out, tile: int = TILE, block_rows: int = BLOCK_ROWS,
+                   pad: int = 1):
     """Write the dense (batch, cols, rows) transpose of ``spec`` into ``out``; returns ``out``.
-
-    ``variant`` picks the lesson kernel: 'padded' (production), 'tiled_naive' or 'naive'.
-    """
-    args = (spec.buf, spec.offset, spec.batch, spec.batch_stride, spec.rows, spec.cols,
-            spec.ld, out)
+    ``pad`` is the shared tile's padding (1: conflict-free, production)."""
     if spec.numel == 0:
         return out
-    if variant == "naive":
-        grid, block = naive_launch_config(spec)
-        transpose_naive[grid, block, current_stream()](*args)
-        return out
-    factory = {"padded": transpose_tiled_padded, "tiled_naive": transpose_tiled_naive}[variant]
-    kernel = factory(tile, block_rows, out.dtype)
+    kernel = tiled_kernel(tile, block_rows, pad, np.dtype(out.dtype))
     grid, block = tiled_launch_config(spec, tile, block_rows)
-    kernel[grid, block, current_stream()](*args)
+    kernel[grid, block, current_stream()](spec.buf, spec.offset, spec.batch, spec.batch_stride,
+                                          spec.rows, spec.cols, spec.ld, out)
     return out

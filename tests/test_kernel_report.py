@@ -1,4 +1,4 @@
-"""``python -m minigpu.inspect``: the static sm_90 report and its goals.
+"""``python -m minigpu.tools.kernel_report``: the static sm_90 report and its goals.
 
 The report itself needs the CUDA compiler toolchain (``pip install -e .[inspect]``: NVVM and
 ptxas); without it the test skips and says so. It runs in a subprocess (Numba cannot compile
@@ -16,15 +16,15 @@ import sys
 
 import pytest
 
-from minigpu import inspect as mi
+from minigpu.tools import kernel_report as mi
 
-SELECTION = ["matmul.", "fused.", "occupancy.", "transpose.tiled", "leaky_relu",
-             "random.normal", "reduce.ladder.warp_shuffle"]
+SELECTION = ["matmul.", "fusion.", "occupancy.", "transpose.tiled", "bank_conflicts.",
+             "leaky_relu", "random.normal", "reduction.warp_shuffle"]
 
 
 @pytest.fixture(scope="module")
 def report():
-    cmd = [sys.executable, "-m", "minigpu.inspect", "--json"]
+    cmd = [sys.executable, "-m", "minigpu.tools.kernel_report", "--json"]
     if os.environ.get("MINIGPU_INSPECT_ALL") != "1":
         for name in SELECTION:
             cmd += ["--kernel", name]
@@ -135,13 +135,15 @@ def test_inner_loop_ratio():
 
 
 def test_registry_names_are_unique_and_cover_the_lessons():
+    """Every lesson's own kernels are in the report (derived from ``lessons.ALL``)."""
     pytest.importorskip("numba")
+    from minigpu import lessons
+
     names = [s.name for s in mi.registry()]
     assert len(names) == len(set(names))
-    for needle in ("transpose.naive", "transpose.tiled_naive", "transpose.tiled_padded",
-                   "reduce.ladder.interleaved", "reduce.ladder.warp_shuffle", "matmul.naive",
-                   "matmul.register_tiled", "fused.bias_act[relu]", "optim.adam",
-                   "optim.unfused.axpby", "lstm.cell", "conv.direct_global",
-                   "conv.direct_constmem", "elementwise.leaky_relu_branch_dense",
-                   "elementwise.leaky_relu_select_dense", "occupancy.saxpy"):
+    for lesson in lessons.ALL:
+        for spec in lesson.kernels():
+            assert spec.name in names and spec.family == lesson.name, spec.name
+    for needle in ("transpose.tiled_padded", "matmul.register_tiled", "optim.adam", "lstm.cell",
+                   "elementwise.unary_dense[leaky_relu]"):
         assert any(n.startswith(needle) for n in names), needle

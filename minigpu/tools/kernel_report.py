@@ -1,4 +1,5 @@
-"""Static kernel report for the H200 (sm_90), no GPU needed: ``python -m minigpu.inspect``.
+"""Static kernel report for the H200 (sm_90), no GPU needed:
+``python -m minigpu.tools.kernel_report``.
 
 For every kernel in :func:`registry` (each family's production configuration, float32), it
 
@@ -7,7 +8,7 @@ For every kernel in :func:`registry` (each family's production configuration, fl
 2. assembles the PTX with ``ptxas -arch=sm_90 -v`` (from the ``nvidia-cuda-nvcc`` wheel) and
    reads back registers per thread, spill stores/loads, stack frame and static shared memory,
 3. computes the theoretical occupancy for the kernel's launch block size on an H200
-   (:func:`minigpu.backends.cuda.occupancy.theoretical_occupancy`),
+   (:func:`minigpu.lessons.occupancy.theoretical_occupancy`),
 4. counts float64 instructions in the PTX (a float32 kernel should have none: a stray Python
    float literal promotes a whole expression to float64),
 5. for the shared-memory GEMMs, the FFMA : shared-load ratio of the inner loop: the loop
@@ -17,10 +18,10 @@ For every kernel in :func:`registry` (each family's production configuration, fl
    strided shared loads); for ``matmul_tiled`` the SASS is 16:20 where the PTX says 16:32
    (ptxas merges the four-in-a-row ``As`` reads into 128-bit loads).
 
-    python -m minigpu.inspect                    # the table
-    python -m minigpu.inspect --kernel matmul    # kernels whose name contains 'matmul'
-    python -m minigpu.inspect --json             # machine-readable
-    python -m minigpu.inspect --check            # exit 1 if a goal below is missed
+    python -m minigpu.tools.kernel_report                    # the table
+    python -m minigpu.tools.kernel_report --kernel matmul    # kernels whose name contains 'matmul'
+    python -m minigpu.tools.kernel_report --json             # machine-readable
+    python -m minigpu.tools.kernel_report --check            # exit 1 if a goal below is missed
 
 Goals (``--check``): no spills; no float64 instruction in a float32 kernel (unless the
 registry says why one is expected); GEMM FFMA : LDS >= 4.
@@ -51,7 +52,9 @@ import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+
+from .. import lessons
+from ..lessons.record import KernelSpec
 
 CC = (9, 0)
 ARCH = "sm_90"
@@ -60,23 +63,6 @@ TOOLCHAIN_MISSING = 3  # exit status when NVVM or ptxas cannot be found
 
 
 # --- the registry -------------------------------------------------------------------------------
-class KernelSpec(NamedTuple):
-    """One kernel to report: ``args`` are example arguments whose Numba types form the
-    compiled signature (NumPy arrays stand in for device arrays: they type the same)."""
-
-    name: str
-    kernel: Any          # a numba.cuda dispatcher
-    args: tuple
-    block: int           # threads per block of the production launch
-    dtype: str = "float32"
-    ffma_lds: str = ""   # 'report': the inner-loop FFMA : LDS ratio; 'goal': also check >= 4
-    f64_reason: str = ""  # why float64 instructions are expected in this float32 kernel
-
-    @property
-    def family(self):
-        return self.name.split(".", 1)[0]
-
-
 def _cuda_module(name):
     # importlib, because ``minigpu.backends.cuda`` re-exports functions named like its modules
     # (``matmul``, ``reduce``, ...).
@@ -84,7 +70,8 @@ def _cuda_module(name):
 
 
 def registry() -> list[KernelSpec]:
-    """Every kernel family's kernels, at their production configuration, float32.
+    """Every production kernel family's kernels, at their production configuration, float32,
+    then the lessons' own kernels (``lessons.ALL``).
 
     Imports the kernel modules (so call it without the simulator for real numbers)."""
     import numpy as np
@@ -93,12 +80,10 @@ def registry() -> list[KernelSpec]:
     E, Mem, T, R = (_cuda_module(m) for m in ("elementwise", "memory", "transpose", "reduce"))
     MM, S, C, P = (_cuda_module(m) for m in ("matmul", "softmax", "conv", "pool"))
     I, L, O, RNG = (_cuda_module(m) for m in ("indexing", "lstm", "optim", "random"))
-    FU, OCC = _cuda_module("fused"), _cuda_module("occupancy")
 
     f32 = np.dtype(np.float32)
     f = np.zeros(1, f32)                 # float32[::1]
     f2 = np.zeros((1, 1), f32)           # float32[:, ::1]
-    f4 = np.zeros((1, 1, 1, 1), f32)     # float32[:, :, :, ::1]
     i64 = np.zeros(1, np.int64)
     b8 = np.zeros(1, np.bool_)
     s = np.float32(0)                    # a float32 scalar
@@ -121,25 +106,22 @@ def registry() -> list[KernelSpec]:
     add("elementwise.binary_strided[add]", E.map_kernel("binary", "add", "strided"),
         (f, t2, t2, 0, f, t2, 0, f, s, s))
     add("elementwise.where_dense", E.where_dense, (b8, 0, f, 0, f, 0, f))
-    add("elementwise.leaky_relu_branch_dense", E.leaky_relu_branch_dense, (f, 0, f, s, s))
-    add("elementwise.leaky_relu_select_dense", E.leaky_relu_select_dense, (f, 0, f, s, s))
+    add("elementwise.unary_dense[leaky_relu]", E.map_kernel("unary", "leaky_relu", "dense"),
+        (f, 0, f, s, s))
 
     # memory
     add("memory.fill", Mem.fill_kernel, (f, s))
     add("memory.gather_strided", Mem.gather_strided_kernel, (f, t2, t2, 0, f))
     add("memory.scatter_strided", Mem.scatter_strided_kernel, (f, t2, t2, 0, f))
 
-    # transpose: coalescing and bank-conflict lessons
+    # transpose: the production tile
     tile, rows = T.PRODUCTION_TILE, T.PRODUCTION_BLOCK_ROWS
     targs = (f, 0, 1, 0, 1, 1, 1, f)
-    add("transpose.naive", T.transpose_naive, targs)
-    add(f"transpose.tiled_naive[{tile}x{rows}]", T.transpose_tiled_naive(tile, rows, f32),
-        targs, tile * rows)
-    add(f"transpose.tiled_padded[{tile}x{rows}]", T.transpose_tiled_padded(tile, rows, f32),
-        targs, tile * rows)
+    add(f"transpose.tiled_padded[{tile}x{rows}]", T.tiled_kernel(tile, rows, 1, f32), targs,
+        tile * rows)
 
-    # reduce: production kernels and the sum ladder. The row kernels take a (rows, splits)
-    # grid: one launch covers both passes of a split row (and the ladder's grid_two_pass).
+    # reduce. The row kernels take a (rows, splits) grid: one launch covers both passes of a
+    # split row.
     rb = R.PRODUCTION_BLOCK
     add(f"reduce.row[sum,{rb}]", R.row_reduce_kernel("sum", f32, rb, True), (f, 1, 1, s, f),
         rb)
@@ -156,18 +138,7 @@ def registry() -> list[KernelSpec]:
         R.row_argreduce_kernel("max", f32, rb, True, True), (f, i64, 1, 1, s, f, i64), rb)
     add("reduce.column_arg[max]", R.column_argreduce_kernel("max", f32), (f, 1, 1, 1, f, i64),
         rb)
-    for rung, factory in (("interleaved", R.sum_interleaved_kernel),
-                          ("sequential", R.sum_sequential_kernel),
-                          ("first_add", R.sum_first_add_kernel),
-                          ("shuffle_tail", R.sum_shuffle_tail_kernel),
-                          ("warp_shuffle", R.sum_warp_shuffle_kernel)):
-        add(f"reduce.ladder.{rung}[{rb}]", factory(f32, rb), (f, 1, s, f), rb)
-
-    # matmul ladder
-    margs = (f, 0, 0, 0, 0, f, 0, 0, 0, 0, f, 1, 1, 1, 1)
-    add("matmul.naive[16x16]", MM.matmul_naive_kernel(f32), margs, 256)
-    add("matmul.coalesced[16x16]", MM.matmul_coalesced_kernel(f32), margs, 256)
-    add("matmul.tiled[16]", MM.matmul_tiled_kernel(f32, 16), margs, 256, ffma_lds="report")
+    # matmul: the production GEMM (the ladder's other rungs are the matmul lesson's)
     cfg = MM.PRODUCTION
     threads = (cfg["BM"] // cfg["TM"]) * (cfg["BN"] // cfg["TN"])
     label = f"{cfg['BM']}x{cfg['BN']}x{cfg['BK']},{cfg['TM']}x{cfg['TN']}"
@@ -187,13 +158,9 @@ def registry() -> list[KernelSpec]:
     add("softmax.backward_warp", S.softmax_backward_warp_kernel(f32, False),
         (f, f, 1, 1, s, f), 32 * warp_rows)
 
-    # conv: im2col/col2im and the constant-memory lesson
+    # conv: im2col/col2im
     add("conv.im2col", C.im2col_kernel, (f, t4, 0, t6, t8, f))
     add("conv.col2im", C.col2im_kernel, (f, t3, 0, t6, t8, f))
-    add("conv.direct_global", C.conv2d_global_kernel, (f, t4, 0, t6, t2, f4, f, f))
-    weight = np.full((8, 3, 3, 3), 0.5, f32)
-    add("conv.direct_constmem[8x3x3x3]", C._constmem_kernel(weight, np.zeros(8, f32)),
-        (f, t4, 0, t6, t2, f))
 
     # pool
     add("pool.maxpool2d", P.maxpool2d_kernel, (f, t4, 0, t6, t6, f, i64))
@@ -212,26 +179,21 @@ def registry() -> list[KernelSpec]:
     add("lstm.cell_backward", L.lstm_cell_backward_kernel,
         (f, 1, 1, 0, f, 1, 1, 0, f, 1, 1, 0, f, 1, 1, 0, f, 1, 1, 0, f, f, 1, s))
 
-    # optim: fused steps and the unfused Adam's pieces
+    # optim: fused steps
     add("optim.sgd", O.sgd_kernel, (f, f, s, s, True))
     add("optim.sgd_momentum", O.sgd_momentum_kernel, (f, f, f, s, s, s, s, True, True, True))
     add("optim.adam", O.adam_kernel, (f, f, f, f, s, s, s, s, s, s, s, s, True))
-    add("optim.unfused.axpby", O.axpby_kernel, (f, s, f, s, f))
-    add("optim.unfused.axpbyy", O.axpbyy_kernel, (f, s, f, s, f))
-    add("optim.unfused.sqrt_affine", O.sqrt_affine_kernel, (f, f, s, s))
-    add("optim.unfused.sub_scaled_ratio", O.sub_scaled_ratio_kernel, (f, s, f, f))
 
     # random
     u32 = np.uint32(0)
-    add("random.uniform", RNG._uniform_kernel(f32), (f, u32, u32))
-    add("random.normal", RNG._normal_kernel(f32), (f, u32, u32, u32),
+    add("random.uniform", RNG.uniform_kernel(f32), (f, u32, u32))
+    add("random.normal", RNG.normal_kernel(f32), (f, u32, u32, u32),
         f64_reason="libdevice cosf: Payne-Hanek reduction for |x| > 105615, never taken "
                    "(argument < 2 pi); see random.py")
 
-    # fusion lesson and the occupancy sweep kernel
-    for act in FU.ACTIVATIONS:
-        add(f"fused.bias_act[{act}]", FU.bias_act_kernel(act), (f, 1, 1, 0, f, 1, 0, 1, f, s))
-    add("occupancy.saxpy", OCC.saxpy_kernel, (s, f, f, f))
+    # the lessons' own kernels (their production kernels are listed above)
+    for lesson in lessons.ALL:
+        specs += lesson.kernels()
     return specs
 
 
@@ -427,7 +389,7 @@ class KernelReport:
 
 
 def _assemble(spec: KernelSpec, ptx: str, workdir: Path, tools: dict) -> KernelReport:
-    from .backends.cuda.occupancy import theoretical_occupancy
+    from ..lessons.occupancy import theoretical_occupancy
 
     rep = KernelReport(spec.name, spec.block, spec.dtype, f64_reason=spec.f64_reason,
                        ffma_goal=spec.ffma_lds == "goal")
@@ -483,7 +445,7 @@ def _in_process_run(patterns=None, log=None) -> tuple[list[KernelReport], dict]:
     reports: list[KernelReport | None] = [None] * len(specs)
     t0 = time.perf_counter()
     try:
-        with tempfile.TemporaryDirectory(prefix="minigpu-inspect-") as tmp, \
+        with tempfile.TemporaryDirectory(prefix="minigpu-kernel-report-") as tmp, \
                 ThreadPoolExecutor(max_workers=2) as pool:
             futures = []
             for k, spec in enumerate(specs):  # compile here (GIL-bound), assemble in threads
@@ -509,7 +471,7 @@ def _in_process_run(patterns=None, log=None) -> tuple[list[KernelReport], dict]:
 class ToolchainMissing(RuntimeError):
     def __init__(self, missing):
         self.missing = list(missing)
-        super().__init__("minigpu.inspect needs the CUDA compiler toolchain, missing: "
+        super().__init__("minigpu.tools.kernel_report needs the CUDA compiler toolchain, missing: "
                          + "; ".join(missing) + ". Install it with: pip install -e '.[inspect]'")
 
 
@@ -519,18 +481,19 @@ def _simulated() -> bool:
 
 def run(patterns=None) -> tuple[list[KernelReport], dict]:
     """(reports, meta) for the kernels whose names contain one of ``patterns`` (all when
-    None). In a process running the CUDA simulator, runs ``python -m minigpu.inspect --json``
-    in a subprocess instead (Numba cannot compile for a GPU once it simulates one)."""
+    None). In a process running the CUDA simulator, runs
+    ``python -m minigpu.tools.kernel_report --json`` in a subprocess instead (Numba cannot
+    compile for a GPU once it simulates one)."""
     if not _simulated():
         return _in_process_run(patterns)
-    cmd = [sys.executable, "-m", "minigpu.inspect", "--json"]
+    cmd = [sys.executable, "-m", "minigpu.tools.kernel_report", "--json"]
     for p in patterns or ():
         cmd += ["--kernel", p]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=_env_without_simulator())
     if proc.returncode == TOOLCHAIN_MISSING:
         raise ToolchainMissing([proc.stderr.strip()])
     if proc.returncode not in (0, 1):
-        raise RuntimeError(f"minigpu.inspect failed:\n{proc.stderr[-2000:]}")
+        raise RuntimeError(f"minigpu.tools.kernel_report failed:\n{proc.stderr[-2000:]}")
     data = json.loads(proc.stdout)
     return [KernelReport(**{k: v for k, v in r.items() if k != "spills"})
             for r in data["kernels"]], data["meta"]
@@ -590,7 +553,7 @@ def format_table(reports: list[KernelReport], meta: dict) -> str:
                        r.name for r in gemm if r.ffma_goal))
     saxpy = next((r for r in reports if r.name == "occupancy.saxpy" and not r.error), None)
     if saxpy:
-        from .backends.cuda.occupancy import sweep_table
+        from ..lessons.occupancy import sweep_table
 
         out.append("")
         out.append(f"occupancy sweep lesson (occupancy.saxpy, {saxpy.registers} registers, "
@@ -619,7 +582,7 @@ def to_json(reports: list[KernelReport], meta: dict) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m minigpu.inspect",
+        prog="python -m minigpu.tools.kernel_report",
         description="Compile every minigpu kernel for sm_90 and report registers, spills, "
                     "shared memory, H200 occupancy, float64 use and the GEMM FFMA:LDS ratio.")
     parser.add_argument("--kernel", action="append", metavar="NAME",
@@ -631,7 +594,7 @@ def main(argv=None) -> int:
     parser.add_argument("-v", "--verbose", action="store_true", help="log each compilation")
     args = parser.parse_args(argv)
     if _simulated():  # Numba fixed its mind at import: start again without the simulator
-        cmd = [sys.executable, "-m", "minigpu.inspect", *(sys.argv[1:] if argv is None
+        cmd = [sys.executable, "-m", "minigpu.tools.kernel_report", *(sys.argv[1:] if argv is None
                                                           else argv)]
         return subprocess.run(cmd, env=_env_without_simulator()).returncode
     if args.list:

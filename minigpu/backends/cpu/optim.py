@@ -1,6 +1,6 @@
-"""NumPy reference of the fused optimizer steps (re-exported by ``cpu.py``).
+"""NumPy reference of the fused optimizer steps.
 
-Same rules, same order of operations and the same typed scalars as ``cuda/optim.py``: the
+Same rules, same order of operations and the same typed scalars as ``backends/cuda/optim.py``: the
 per-step constants are computed in float64 on the host and cast to the buffer dtype, and
 every array operation stays in that dtype. All buffers are flat, contiguous and updated in
 place.

@@ -1,23 +1,16 @@
-"""NumPy reference of the fused LSTM cell (re-exported by ``cpu.py``).
+"""NumPy reference of the fused LSTM cell.
 
 The gate pre-activations ``gates = x @ W_ih^T + b_ih + h @ W_hh^T + b_hh`` come from matmuls;
 these two primitives do only the cell's pointwise math, in PyTorch's gate order (i, f, g, o).
 Every array operation stays in the input dtype (float32 in, float32 out), in the same order as
-the CUDA kernels of ``cuda/lstm.py``, so the two backends agree to a few float32 ulps.
+the CUDA kernels of ``backends/cuda/lstm.py``, so the two backends agree to a few float32 ulps.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .cpu import _flat
-from .cpu import array as _array
-
-
-def _sigmoid(x):
-    """1 / (1 + exp(-x)) from exp(-|x|) only, so it never overflows (as ``cpu._sigmoid``)."""
-    e = np.exp(-np.abs(x))
-    one = x.dtype.type(1)
-    return np.where(x >= 0, one / (one + e), e / (one + e)).astype(x.dtype, copy=False)
+from ..optable import sigmoid
+from .memory import array, flat
 
 
 def lstm_cell(gates, c_prev):
@@ -25,15 +18,15 @@ def lstm_cell(gates, c_prev):
 
     act = [sigmoid(i), sigmoid(f), tanh(g), sigmoid(o)]; c = f*c_prev + i*g; h = o*tanh(c).
     """
-    g4, c0 = _array(gates), _array(c_prev)
+    g4, c0 = array(gates), array(c_prev)
     hs = g4.shape[1] // 4
-    i = _sigmoid(g4[:, 0 * hs:1 * hs])
-    f = _sigmoid(g4[:, 1 * hs:2 * hs])
+    i = sigmoid(g4[:, 0 * hs:1 * hs])
+    f = sigmoid(g4[:, 1 * hs:2 * hs])
     g = np.tanh(g4[:, 2 * hs:3 * hs])
-    o = _sigmoid(g4[:, 3 * hs:4 * hs])
+    o = sigmoid(g4[:, 3 * hs:4 * hs])
     c = f * c0 + i * g
     h = o * np.tanh(c)
-    return _flat(h), _flat(c), _flat(np.concatenate([i, f, g, o], axis=1))
+    return flat(h), flat(c), flat(np.concatenate([i, f, g, o], axis=1))
 
 
 def lstm_cell_backward(act, c_prev, c, grad_h, grad_c):
@@ -43,8 +36,8 @@ def lstm_cell_backward(act, c_prev, c, grad_h, grad_c):
     d(pre-activations) = [dc*g*i(1-i), dc*c_prev*f(1-f), dc*i*(1-g^2), grad_h*tc*o(1-o)];
     grad_c_prev = dc*f.
     """
-    a = _array(act)
-    c0, cv, gh, gc = _array(c_prev), _array(c), _array(grad_h), _array(grad_c)
+    a = array(act)
+    c0, cv, gh, gc = array(c_prev), array(c), array(grad_h), array(grad_c)
     hs = a.shape[1] // 4
     i, f, g, o = (a[:, k * hs:(k + 1) * hs] for k in range(4))
     one = a.dtype.type(1)
@@ -54,4 +47,4 @@ def lstm_cell_backward(act, c_prev, c, grad_h, grad_c):
                                  dc * c0 * f * (one - f),
                                  dc * i * (one - g * g),
                                  gh * tc * o * (one - o)], axis=1)
-    return _flat(grad_gates), _flat(dc * f)
+    return flat(grad_gates), flat(dc * f)

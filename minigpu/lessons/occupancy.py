@@ -1,5 +1,7 @@
 """Occupancy: how many warps an SM keeps resident, and the block-size sweep lesson.
 
+(The calculator is also what the static kernel report uses for every kernel.)
+
 An SM hides the latency of a memory access by switching to another warp that is ready to
 run. How many warps it can choose from, its *occupancy*, is set by whichever per-SM resource
 runs out first when blocks of a kernel are packed onto it:
@@ -14,8 +16,8 @@ runs out first when blocks of a kernel are packed onto it:
 
 :func:`theoretical_occupancy` is that computation, done the way the CUDA runtime's occupancy
 calculator (``cuda_occupancy.h``) does it, for the H200 (H100 and H200 share the sm_90 SM).
-It is pure Python: ``python -m minigpu.inspect`` feeds it the registers and shared memory that
-``ptxas`` reports for every kernel, with no GPU needed.
+It is pure Python: ``python -m minigpu.tools.kernel_report`` feeds it the registers and
+shared memory that ``ptxas`` reports for every kernel, with no GPU needed.
 
 Lesson: block size and occupancy (``saxpy_kernel`` launched with 32 ... 1024 threads)
     ``saxpy`` is memory bound (12 bytes per 2 flops), so its speed is the bandwidth the SM can
@@ -34,17 +36,19 @@ Lesson: block size and occupancy (``saxpy_kernel`` launched with 32 ... 1024 thr
     percent: past full occupancy, a bigger block buys nothing (and 1024-thread blocks make the
     tail of the grid coarser). High occupancy is a means, not the goal: the register-tiled
     GEMM (``matmul.py``) runs at 12.5 % occupancy on purpose, trading warps for registers that
-    each do four FMAs per shared-memory load. ``python -m minigpu.bench --suite lessons``
-    measures the sweep; ``python -m minigpu.inspect`` prints each kernel's occupancy.
+    each do four FMAs per shared-memory load. ``python -m minigpu.tools.bench --lesson occupancy``
+    measures the sweep; ``python -m minigpu.tools.kernel_report`` prints each kernel's occupancy.
 """
 from __future__ import annotations
 
 import math
 from typing import NamedTuple
 
+import numpy as np
 from numba import cuda
 
-from .device import current_stream, empty
+from ..backends.cuda.device import SIMULATOR, current_stream, empty, synchronize
+from .record import Experiment, KernelSpec, Lesson, Problem, Variant
 
 
 class SMLimits(NamedTuple):
@@ -191,3 +195,53 @@ def sweep_table(regs_per_thread: int, smem_per_block: int = 0, block_sizes=BLOCK
 
 def format_percent(fraction: float) -> str:
     return f"{100 * fraction:.1f}%" if math.isfinite(fraction) else "n/a"
+
+
+STATIC_SAXPY_REGISTERS = 15
+"""Registers per thread of ``saxpy_kernel`` as the static report prints it (sm_90 ptxas)."""
+
+
+def registers(kernel) -> tuple[int, str]:
+    """(registers per thread, where the number comes from): the driver's count once the kernel
+    ran on a GPU, else the static sm_90 number."""
+    if not SIMULATOR:
+        try:
+            regs = kernel.get_regs_per_thread()
+            if isinstance(regs, dict):
+                regs = max(regs.values())
+            if regs:
+                return int(regs), "(driver)"
+        except Exception:  # not compiled for this device yet, or an older driver API
+            pass
+    return STATIC_SAXPY_REGISTERS, "(static, sm_90 ptxas)"
+
+
+def _build(inputs):
+    n = inputs.size(1 << 26, 200)
+    x, y = inputs.upload(inputs.uniform(n)), inputs.upload(inputs.uniform(n))
+    a, out = np.float32(2), inputs.empty(n)
+    if not SIMULATOR:  # compile it, so that the driver can report its registers
+        saxpy(a, x, y, 256, out)
+        synchronize()
+    regs, source = registers(saxpy_kernel)
+    notes = {}
+    for block in BLOCK_SIZES:
+        occ = theoretical_occupancy(regs, 0, block)
+        notes[f"block {block}"] = (f"{occ.active_warps}/64 warps ({100 * occ.occupancy:.0f}%, "
+                                   f"limited by {occ.limited_by}; {regs} regs {source})")
+    return Problem(f"saxpy of {n} float32", 12 * n, notes, a=a, x=x, y=y, out=out)
+
+
+def _variant(block):
+    return Variant(f"block {block}", f"saxpy with {block} threads per block",
+                   lambda p: saxpy(p.a, p.x, p.y, block, p.out), saxpy, small=block <= 64)
+
+
+LESSON = Lesson(
+    "occupancy", "Block size and occupancy",
+    "a memory-bound kernel needs enough resident warps to keep loads in flight; past full "
+    "occupancy a bigger block buys nothing",
+    (Experiment("occupancy", _build, tuple(_variant(b) for b in BLOCK_SIZES),
+                no_production="a sweep of one kernel's block size, not a before and after"),),
+    lambda: [KernelSpec("occupancy.saxpy", saxpy_kernel,
+                        (np.float32(0), *(np.zeros(1, np.float32),) * 3), 256)])

@@ -1,0 +1,40 @@
+"""NumPy im2col / col2im over strided windows of a padded copy (``windows``, which pooling
+uses too)."""
+from __future__ import annotations
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from ..contract import conv_out_size
+from .memory import array, flat
+
+
+def windows(x, kernel, stride, padding, dilation, pad_value):
+    """(N, C, kh, kw, OH, OW) strided windows over a padded copy of x."""
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
+    n, c, h, w = x.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=pad_value)
+    oh, ow = conv_out_size(h, kh, sh, ph, dh), conv_out_size(w, kw, sw, pw, dw)
+    s = xp.strides
+    return as_strided(xp, shape=(n, c, kh, kw, oh, ow),
+                      strides=(s[0], s[1], s[2] * dh, s[3] * dw, s[2] * sh, s[3] * sw),
+                      writeable=False)
+
+
+def im2col(x, kernel, stride, padding, dilation=(1, 1)):
+    a = array(x)
+    win = windows(a, kernel, stride, padding, dilation, 0)
+    n, c, kh, kw, oh, ow = win.shape
+    return flat(win.reshape(n, c * kh * kw, oh * ow), dtype=a.dtype)
+
+
+def col2im(cols, x_shape, kernel, stride, padding, dilation=(1, 1)):
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
+    n, c, h, w = x_shape
+    oh, ow = conv_out_size(h, kh, sh, ph, dh), conv_out_size(w, kw, sw, pw, dw)
+    col = array(cols).reshape(n, c, kh, kw, oh, ow)
+    out = np.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=cols.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            out[:, :, i * dh:i * dh + sh * oh:sh, j * dw:j * dw + sw * ow:sw] += col[:, :, i, j]
+    return flat(out[:, :, ph:ph + h, pw:pw + w])

@@ -1,0 +1,132 @@
+"""The elementwise op table: every unary and binary map of the engine, written once.
+
+One :class:`Op` per map: its name, its exact semantics (the contract's words), its NumPy
+reference (what the cpu backend runs and the tests compare the cuda kernels to), and its
+derivative. The cuda device function is ``unary_<name>(x, a, b)`` or ``binary_<name>(x, y, a,
+b)`` in ``backends/cuda/elementwise.py``. Everything else derives from this table:
+
+- ``contract.UNARY_OPS`` / ``BINARY_OPS`` (the primitive list) and ``contract.result_dtype``;
+- the cpu backend's maps (``backends/cpu/elementwise.py``);
+- the cuda backend's op tables (``backends/cuda/elementwise.py``, one device function per op);
+- the differentiable ops (``ops/elementwise.py``: one ``Function`` per op with a derivative,
+  one gradient rule for every binary op) and, for ``method=True``, the ``minigpu.<name>``
+  function and the ``Tensor.<name>`` method (``minigpu/tensor_methods.py``, generated with
+  ``python -m minigpu.tools.gen_tensor_methods``).
+
+Adding an op: one entry here and its device function. ``a`` and ``b`` are the scalar
+parameters alpha and beta of the primitive call. Derivatives are functions of the upstream
+gradient ``g``, the input(s) and, for unary ops, the output ``y``; they run on Tensors under
+``no_grad``. ``fused(op, saved)`` differentiates with one fused backward map instead.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, NamedTuple
+
+import numpy as np
+
+
+def sigmoid(x):
+    """1 / (1 + exp(-x)) from exp(-|x|) only, so it never overflows; stays in x's dtype."""
+    e = np.exp(-np.abs(x))
+    one = x.dtype.type(1)
+    return np.where(x >= 0, one / (one + e), e / (one + e)).astype(x.dtype, copy=False)
+
+
+def fused(op, saved):
+    """A unary derivative computed by one fused backward map ``op(g, t, a, b)``, where ``t`` is
+    the saved input (``saved="x"``) or output (``saved="y"``): one kernel instead of a mask
+    and a multiply."""
+    def grad(g, x, y, a, b):
+        t = x if saved == "x" else y
+        out = g.backend.binary(op, g._view(), t._view(), a, b)
+        return type(g)._dense(out, g.shape, g.device)
+    grad.__qualname__ = f"fused({op!r}, {saved!r})"
+    return grad
+
+
+class Op(NamedTuple):
+    name: str
+    formula: str             # the exact semantics (the contract)
+    numpy: Callable          # unary (x, a, b) / binary (x, y, a, b) on NumPy arrays
+    grad: object = None      # unary: (g, x, y, a, b) -> dx; binary: ((g, x, y) -> dx,
+                             # (g, x, y) -> dy); None: no gradient flows through it
+    bool_result: bool = False  # comparisons: the output is bool
+    method: bool = False     # a public ``minigpu.<name>(x)`` function and ``Tensor.<name>()``
+    float_input: bool = True  # integer tensors become float32 first (``exp(int)`` is float)
+
+
+UNARY = (
+    Op("neg", "-x", lambda x, a, b: -x, lambda g, x, y, a, b: -g,
+       method=True, float_input=False),
+    Op("exp", "exp(x)", lambda x, a, b: np.exp(x), lambda g, x, y, a, b: g * y, method=True),
+    Op("log", "log(x)", lambda x, a, b: np.log(x), lambda g, x, y, a, b: g / x, method=True),
+    Op("sqrt", "sqrt(x)", lambda x, a, b: np.sqrt(x),
+       lambda g, x, y, a, b: g / (y * 2), method=True),
+    Op("square", "x * x", lambda x, a, b: x * x, lambda g, x, y, a, b: g * x * 2,
+       method=True, float_input=False),
+    Op("tanh", "tanh(x)", lambda x, a, b: np.tanh(x), fused("tanh_grad", "y"), method=True),
+    Op("sigmoid", "1 / (1 + exp(-x)), computed without overflow for large |x|",
+       lambda x, a, b: sigmoid(x), fused("sigmoid_grad", "y"), method=True),
+    Op("relu", "max(x, 0)", lambda x, a, b: np.maximum(x, 0), fused("relu_grad", "x"),
+       method=True, float_input=False),
+    Op("leaky_relu", "x if x > 0 else a*x", lambda x, a, b: np.where(x > 0, x, a * x),
+       fused("leaky_relu_grad", "x")),
+    Op("abs", "|x|", lambda x, a, b: np.abs(x), lambda g, x, y, a, b: g * x.sign(),
+       method=True, float_input=False),
+    Op("sign", "-1, 0 or 1", lambda x, a, b: np.sign(x), method=True, float_input=False),
+    Op("affine", "a*x + b  (x+3, 2*x, 3-x, x/4 all use this)", lambda x, a, b: a * x + b,
+       lambda g, x, y, a, b: g * a),
+    Op("rdiv", "a / x", lambda x, a, b: a / x, lambda g, x, y, a, b: -g * y / x),
+    Op("pow", "x ** a", lambda x, a, b: x ** a,
+       lambda g, x, y, a, b: g * 0.0 if a == 0 else g * x ** (a - 1) * a),
+    Op("rpow", "a ** x", lambda x, a, b: a ** x,
+       lambda g, x, y, a, b: g * y * math.log(a)),
+    Op("clamp", "min(max(x, a), b)  (a=-inf / b=inf for a one-sided clamp)",
+       lambda x, a, b: np.minimum(np.maximum(x, a), b), fused("clamp_grad", "x")),
+    Op("gt", "x > a  -> bool", lambda x, a, b: x > a, bool_result=True),
+    Op("ge", "x >= a -> bool", lambda x, a, b: x >= a, bool_result=True),
+    Op("lt", "x < a  -> bool", lambda x, a, b: x < a, bool_result=True),
+    Op("le", "x <= a -> bool", lambda x, a, b: x <= a, bool_result=True),
+    Op("eq", "x == a -> bool", lambda x, a, b: x == a, bool_result=True),
+    Op("ne", "x != a -> bool", lambda x, a, b: x != a, bool_result=True),
+)
+
+BINARY = (
+    Op("add", "x + y", lambda x, y, a, b: x + y,
+       (lambda g, x, y: g, lambda g, x, y: g)),
+    Op("sub", "x - y", lambda x, y, a, b: x - y,
+       (lambda g, x, y: g, lambda g, x, y: -g)),
+    Op("mul", "x * y", lambda x, y, a, b: x * y,
+       (lambda g, x, y: g * y, lambda g, x, y: g * x)),
+    Op("div", "x / y", lambda x, y, a, b: x / y,
+       (lambda g, x, y: g / y, lambda g, x, y: -(g / y) * x / y)),
+    Op("pow", "x ** y", lambda x, y, a, b: x ** y,
+       (lambda g, x, y: g * y * x ** (y - 1), lambda g, x, y: g * x ** y * x.log())),
+    Op("maximum", "max(x, y)", lambda x, y, a, b: np.maximum(x, y),
+       (lambda g, x, y: g * (x >= y).to(g.dtype),
+        lambda g, x, y: g * (1 - (x >= y).to(g.dtype))), method=True, float_input=False),
+    Op("minimum", "min(x, y)", lambda x, y, a, b: np.minimum(x, y),
+       (lambda g, x, y: g * (x <= y).to(g.dtype),
+        lambda g, x, y: g * (1 - (x <= y).to(g.dtype))), method=True, float_input=False),
+    Op("gt", "x > y  -> bool", lambda x, y, a, b: x > y, bool_result=True),
+    Op("ge", "x >= y -> bool", lambda x, y, a, b: x >= y, bool_result=True),
+    Op("lt", "x < y  -> bool", lambda x, y, a, b: x < y, bool_result=True),
+    Op("le", "x <= y -> bool", lambda x, y, a, b: x <= y, bool_result=True),
+    Op("eq", "x == y -> bool", lambda x, y, a, b: x == y, bool_result=True),
+    Op("ne", "x != y -> bool", lambda x, y, a, b: x != y, bool_result=True),
+    # Fused backward maps: one pass instead of building a mask and multiplying.
+    Op("relu_grad", "x (the upstream grad) where y > 0 else 0   (y = relu input)",
+       lambda x, y, a, b: np.where(y > 0, x, 0)),
+    Op("leaky_relu_grad", "x where y > 0 else a*x   (y = input)",
+       lambda x, y, a, b: np.where(y > 0, x, a * x)),
+    Op("tanh_grad", "x * (1 - y*y)   (y = tanh output)",
+       lambda x, y, a, b: x * (1 - y * y)),
+    Op("sigmoid_grad", "x * y * (1 - y)   (y = sigmoid output)",
+       lambda x, y, a, b: x * y * (1 - y)),
+    Op("clamp_grad", "x where a <= y <= b else 0   (y = clamp input)",
+       lambda x, y, a, b: np.where((y >= a) & (y <= b), x, 0)),
+)
+
+UNARY_BY_NAME = {op.name: op for op in UNARY}
+BINARY_BY_NAME = {op.name: op for op in BINARY}

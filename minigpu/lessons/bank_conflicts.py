@@ -1,0 +1,38 @@
+"""Shared-memory bank conflicts: a tile without vs with +1 padding.
+
+Shared memory has 32 banks of 4 bytes; a warp reading a tile *column* of a 32x32 float array
+hits one bank 32 times (a 32-way conflict, replayed 32 times). One unused column (32x33)
+shifts row k by k banks and makes the column read conflict-free.
+
+Both variants are the production tiled transpose (``transpose.tiled_kernel``), built with
+``pad=0`` (before) and ``pad=1`` (after, production): the only difference is
+``width = tile + pad``. Bank conflicts are a run-time property: the static report shows the two
+kernels identical but for 128 more bytes of shared memory, which is the point of timing them.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..backends.cuda import transpose
+from .coalescing import tiled_variant, transpose_problem
+from .record import Experiment, KernelSpec, Lesson
+
+TILE = transpose.TILE
+
+
+def _kernels():
+    f = np.zeros(1, np.float32)
+    tile, rows = transpose.PRODUCTION_TILE, transpose.PRODUCTION_BLOCK_ROWS
+    return [KernelSpec(f"bank_conflicts.tiled_unpadded[{tile}x{rows}]",
+                       transpose.tiled_kernel(tile, rows, 0, np.dtype(np.float32)),
+                       (f, 0, 1, 0, 1, 1, 1, f), tile * rows)]
+
+
+LESSON = Lesson(
+    "bank_conflicts", "Shared-memory bank conflicts",
+    "a shared tile read by column conflicts in one bank unless a padding column shifts its rows",
+    (Experiment("bank_conflicts", transpose_problem,
+                (tiled_variant(0, f"{TILE}x{TILE} tile: {TILE}-way conflicts"),
+                 tiled_variant(1, f"{TILE}x{TILE + 1} tile: conflict-free")),
+                tol=dict(rtol=0, atol=0)),),
+    _kernels)

@@ -1,0 +1,37 @@
+"""Helpers every op family uses: wrapping a primitive's output buffer, device checks, dtype
+promotion."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..tensor import Tensor, float32, int64
+
+
+def new(buf, shape, like: Tensor) -> Tensor:
+    """A dense tensor on ``like``'s device holding a primitive's output buffer."""
+    return Tensor._dense(buf, shape, like.device)
+
+
+def check_same_device(*tensors):
+    devices = {t.device.type for t in tensors if isinstance(t, Tensor)}
+    if len(devices) > 1:
+        raise RuntimeError("Expected all tensors to be on the same device, but found at least "
+                           f"two devices, {' and '.join(sorted(devices))}!")
+
+
+def promote(a: Tensor, b: Tensor):
+    """Cast two tensors to a common dtype the way PyTorch does (float wins, wider wins)."""
+    if a.dtype == b.dtype:
+        return a, b
+    if a.dtype.kind == "f" and b.dtype.kind == "f":
+        target = np.promote_types(a.dtype, b.dtype)
+    elif a.dtype.kind == "f" or b.dtype.kind == "f":
+        target = a.dtype if a.dtype.kind == "f" else b.dtype
+    else:
+        target = int64
+    return a.to(target), b.to(target)
+
+
+def as_float(x: Tensor) -> Tensor:
+    """Integer and bool tensors become float32 before float math (like torch.exp(int))."""
+    return x if x.dtype.kind == "f" else x.to(float32)

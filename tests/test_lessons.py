@@ -1,0 +1,66 @@
+"""``minigpu.lessons``: the one list of lessons, its records, the layering and the docs.
+
+Every variant running and agreeing is ``test_bench.py::test_lessons_smoke`` (the benchmark
+runs exactly ``variant.run(experiment.build(inputs))``); the kernels compiling for sm_90 is
+``test_kernel_report.py``.
+"""
+import re
+from pathlib import Path
+
+from minigpu import lessons
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_names_are_unique_and_every_module_has_its_record():
+    names = [lesson.name for lesson in lessons.ALL]
+    assert len(names) == len(set(names))
+    modules = {p.stem for p in (ROOT / "minigpu" / "lessons").glob("*.py")} - {"__init__",
+                                                                              "record"}
+    assert modules == set(names)
+    experiments = [e.name for lesson in lessons.ALL for e in lesson.experiments]
+    assert len(experiments) == len(set(experiments))
+
+
+def test_the_last_variant_is_production_or_says_why_not():
+    for lesson in lessons.ALL:
+        for exp in lesson.experiments:
+            assert len(exp.variants) >= 2, exp.name
+            last = exp.variants[-1]
+            assert last.production != bool(exp.no_production), (exp.name, last.name)
+            assert not any(v.production for v in exp.variants[:-1] if v.name == last.name)
+
+
+def test_docs_have_one_section_per_lesson():
+    """docs/lessons.md: every lesson has a ``## N. Title`` section naming it with
+    ``(lesson `name`)``, and every numbered section names a lesson."""
+    text = (ROOT / "docs" / "lessons.md").read_text()
+    sections = re.findall(r"^## \d+\. .*$", text, re.M)
+    named = [re.search(r"\(lesson `(\w+)`\)", s) for s in sections]
+    assert all(named), [s for s, m in zip(sections, named) if not m]
+    assert sorted(m.group(1) for m in named) == sorted(lesson.name for lesson in lessons.ALL)
+
+
+def _imports(path):
+    """Absolute names of the modules (and ``from X import name`` targets) ``path`` imports."""
+    package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
+    for dots, module, names in re.findall(
+            r"^\s*from\s+(\.*)([\w.]*)\s+import\s+\(?([\w\s,]+)", path.read_text(), re.M):
+        base = package.split(".")[:len(package.split(".")) - len(dots) + 1] if dots else []
+        target = ".".join(base + ([module] if module else []))
+        yield target
+        yield from (f"{target}.{n.strip()}" for n in names.split(",") if n.strip())
+    yield from re.findall(r"^\s*import\s+([\w.]+)", path.read_text(), re.M)
+
+
+def test_production_never_imports_lessons_tools_nn_or_optim():
+    """No module of the backends, the ops or the Tensor layer imports a lesson, a tool, nn or
+    optim (``import minigpu`` loads nn and optim for the public API; the layering is about
+    which module depends on which)."""
+    production = [*(ROOT / "minigpu" / "backends").rglob("*.py"),
+                  *(ROOT / "minigpu" / "ops").rglob("*.py"),
+                  ROOT / "minigpu" / "tensor.py", ROOT / "minigpu" / "autograd.py"]
+    upward = ("minigpu.lessons", "minigpu.tools", "minigpu.nn", "minigpu.optim")
+    for path in production:
+        bad = [m for m in _imports(path) if m.startswith(upward)]
+        assert not bad, (path, bad)

@@ -1,0 +1,87 @@
+"""The elementwise op table (``backends/optable.py``) and what derives from it.
+
+The maps themselves are tested per backend (``test_contract.py``, ``test_cuda_elementwise.py``)
+and per derivative (``test_autograd.py`` gradchecks); this checks the derivation: every table
+op is in the contract, in both backends and, when it has a derivative, a Function; the
+generated Tensor methods are current and carry real signatures.
+"""
+import inspect
+
+import numpy as np
+import pytest
+
+import minigpu as mg
+from minigpu import ops
+from minigpu.backends import contract, cpu, optable
+from minigpu.ops import elementwise as ew
+from minigpu.tools import gen_tensor_methods
+
+
+def test_contract_and_both_backends_derive_from_the_table():
+    from minigpu.backends.cuda import elementwise as cuda_ew
+
+    assert list(contract.UNARY_OPS) == [op.name for op in optable.UNARY]
+    assert list(contract.BINARY_OPS) == [op.name for op in optable.BINARY]
+    assert set(cuda_ew.UNARY) == {"identity", *contract.UNARY_OPS}
+    assert set(cuda_ew.BINARY) == set(contract.BINARY_OPS)
+    for op in optable.UNARY:
+        assert cuda_ew.UNARY[op.name].__name__ == f"unary_{op.name}"
+    x = cpu.from_numpy(np.array([0.5, -2.0], np.float32))
+    v = contract.dense(x, (2,))
+    for op in optable.UNARY:
+        got = cpu.to_numpy(contract.dense(cpu.unary(op.name, v, 2.0, 3.0), (2,)))
+        assert got.dtype == (np.bool_ if op.bool_result else np.float32), op.name
+
+
+def test_every_op_with_a_derivative_is_a_function_with_one_binary_rule():
+    for op in optable.UNARY:
+        assert (op.name in ew.UNARY_FUNCTIONS) == (op.grad is not None)
+    for op in optable.BINARY:
+        assert (op.name in ew.BINARY_FUNCTIONS) == (op.grad is not None)
+        if op.grad is not None:
+            cls = ew.BINARY_FUNCTIONS[op.name]
+            assert cls.backward is ew.Binary.backward, op.name  # no op borrows another's grads
+
+
+@pytest.mark.parametrize("op", [op for op in optable.BINARY if op.grad is not None],
+                         ids=lambda op: op.name)
+def test_binary_gradients_with_broadcasting(op):
+    rng = np.random.default_rng(0)
+    a = mg.tensor(rng.uniform(0.5, 2.0, (3, 1)), dtype=mg.float64, requires_grad=True)
+    b = mg.tensor(rng.uniform(0.5, 2.0, (1, 4)), dtype=mg.float64, requires_grad=True)
+    fn = ew.BINARY_FUNCTIONS[op.name].apply
+    assert mg.autograd.gradcheck(fn, (a, b))
+
+
+def test_tensor_methods_are_generated_current_and_visible():
+    assert gen_tensor_methods.PATH.read_text() == gen_tensor_methods.render(), \
+        "run python -m minigpu.tools.gen_tensor_methods"
+    for name in gen_tensor_methods.method_names():
+        method = getattr(mg.Tensor, name)
+        assert method.__module__ == "minigpu.tensor_methods", name
+        assert method.__doc__, name
+        assert list(inspect.signature(method).parameters)[0] == "self"
+        assert callable(getattr(ops, name)), name
+    assert "dim" in inspect.signature(mg.Tensor.sum).parameters
+    for op in (*optable.UNARY, *optable.BINARY):
+        if op.method:
+            assert op.name in gen_tensor_methods.method_names()
+
+
+PARAMS = {"leaky_relu": (0.1, 0.0), "affine": (2.0, 3.0), "rdiv": (2.0, 0.0),
+          "pow": (2.5, 0.0), "rpow": (1.5, 0.0), "clamp": (-0.7, 1.5)}
+POSITIVE = {"log", "sqrt", "pow", "rdiv"}
+
+
+@pytest.mark.parametrize("op", [op for op in optable.UNARY if op.grad is not None],
+                         ids=lambda op: op.name)
+def test_unary_gradients(op):
+    """Every unary derivative of the table, float64 gradcheck (values away from kinks)."""
+    rng = np.random.default_rng(1)
+    values = rng.uniform(0.5, 2.0, (2, 3))
+    if op.name not in POSITIVE:
+        values *= rng.choice([-1.0, 1.0], values.shape)
+    x = mg.tensor(values, dtype=mg.float64, requires_grad=True)
+    alpha, beta = PARAMS.get(op.name, (0.0, 0.0))
+    fn = ew.UNARY_FUNCTIONS[op.name].apply
+    assert mg.autograd.gradcheck(lambda t: fn(t, alpha, beta), (x,))
