@@ -206,3 +206,16 @@ def check_backend(module) -> list[str]:
 def result_dtype(op: str, dtype) -> np.dtype:
     """Output dtype of an elementwise op: comparisons give bool, everything else keeps dtype."""
     return np.dtype(np.bool_) if op in COMPARISONS else np.dtype(dtype)
+
+
+# --- issue 14: more fused optimizer steps (one in-place kernel per parameter) -------------------
+PRIMITIVES.update({
+    "adamw_step_": "adamw_step_(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq or None, step, "
+                   "lr, beta1, beta2, eps, weight_decay): PyTorch AdamW (decoupled decay "
+                   "p *= 1 - lr*wd, bias-corrected, amsgrad when max_exp_avg_sq is given)",
+    "rmsprop_step_": "rmsprop_step_(param, grad, square_avg, grad_avg or None, momentum_buf or "
+                     "None, lr, alpha, eps, weight_decay, momentum): PyTorch RMSprop (centered "
+                     "when grad_avg is given), in place",
+    "adagrad_step_": "adagrad_step_(param, grad, sum, step, lr, lr_decay, weight_decay, eps): "
+                     "PyTorch Adagrad, in place",
+})
