@@ -1,5 +1,5 @@
 """``minigpu.nn``: layers with PyTorch's names, signatures, defaults and state_dict keys."""
-from . import functional, init
+from . import functional, init, utils
 from .layers import (AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d, Conv2d, Dropout,
                      Flatten, Identity, LeakyReLU, Linear, LogSoftmax, MaxPool2d, ReLU, Sigmoid,
                      Softmax, Tanh)
