@@ -4,5 +4,7 @@ from .layers import (AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d, Con
                      Flatten, Identity, LeakyReLU, Linear, LogSoftmax, MaxPool2d, ReLU, Sigmoid,
                      Softmax, Tanh)
 from .loss import BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, MSELoss, NLLLoss
+from .loss import HuberLoss, KLDivLoss, L1Loss, SmoothL1Loss
+from .containers import ModuleDict
 from .module import Module, ModuleList, Parameter, Sequential
 from .rnn import GRU, LSTM, RNN, Embedding, GRUCell, LSTMCell, RNNCell
