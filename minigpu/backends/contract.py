@@ -219,3 +219,13 @@ PRIMITIVES.update({
     "adagrad_step_": "adagrad_step_(param, grad, sum, step, lr, lr_decay, weight_decay, eps): "
                      "PyTorch Adagrad, in place",
 })
+
+# --- issue 14: layer normalisation (one fused row kernel forward, a fused backward) -----------
+PRIMITIVES.update({
+    "layer_norm": "layer_norm(x_view (R,C), weight_view (C,) or None, bias_view (C,) or None, "
+                  "eps) -> (y_buf (R,C), mean_buf (R,), rstd_buf (R,)): per row "
+                  "y = (x - mean) * rstd * w + b, var biased, rstd = 1/sqrt(var + eps)",
+    "layer_norm_backward": "layer_norm_backward(g_view, x_view (R,C), mean_view, rstd_view (R,), "
+                           "weight_view or None, param_grads) -> (dx_buf (R,C), dweight_buf "
+                           "(C,) or None, dbias_buf (C,) or None)",
+})

@@ -21,5 +21,6 @@ from .lstm import lstm_cell, lstm_cell_backward  # noqa: E402
 from .optim import adam_step_, sgd_step_  # noqa: E402
 from .optim import adagrad_step_, adamw_step_, rmsprop_step_  # noqa: E402
 from .random import random_normal, random_uniform  # noqa: E402
+from .layernorm import layer_norm, layer_norm_backward  # noqa: E402
 
 name = "cuda"
