@@ -232,6 +232,18 @@ def registry() -> list[KernelSpec]:
     for act in FU.ACTIVATIONS:
         add(f"fused.bias_act[{act}]", FU.bias_act_kernel(act), (f, 1, 1, 0, f, 1, 0, 1, f, s))
     add("occupancy.saxpy", OCC.saxpy_kernel, (s, f, f, f))
+
+    # issue 14: AdamW / RMSprop / Adagrad steps, LayerNorm (warp-per-row: 4 warps per block)
+    add("optim.adamw", O.adamw_kernel, (f, f, f, f, f) + (s,) * 8 + (True,))
+    add("optim.rmsprop", O.rmsprop_kernel, (f, f, f, f, f, s, s, s, s, s, True, True, True, s))
+    add("optim.adagrad", O.adagrad_kernel, (f, f, f, s, s, s, True))
+    LN = _cuda_module("layernorm")
+    ln_block = dev.WARP_SIZE * 4  # layernorm.WARP_ROWS on a GPU
+    add("layernorm.forward", LN.layer_norm_kernel(True, True),
+        (f, f, f, 1, 1, s, s, s, s, f, f, f), ln_block)
+    add("layernorm.backward", LN.layer_norm_backward_kernel(True),
+        (f, f, f, f, f, 1, 1, s, s, f), ln_block)
+    add("layernorm.param_grad", LN.layer_norm_param_grad_kernel, (f, f, f, f, 1, 1, s, f, f))
     return specs
 
 
