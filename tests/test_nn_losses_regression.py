@@ -136,7 +136,7 @@ def test_regression_loss_errors_and_broadcast_warning():
     assert nn.L1Loss().state_dict() == {} and nn.KLDivLoss().state_dict() == {}
 
 
-# --- ModuleDict ------------------------------------------------------------------------------------
+# --- ModuleDict -----------------------------------------------------------------------------------
 def test_module_dict_like_pytorch():
     mg.manual_seed(0)
     d = nn.ModuleDict({"conv": nn.Conv2d(1, 2, 3), "act": nn.ReLU()})
@@ -175,7 +175,7 @@ def test_module_dict_like_pytorch():
     assert len(d) == 0
 
 
-# --- F.embedding ------------------------------------------------------------------------------------
+# --- F.embedding ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
 def test_functional_embedding_padding_idx(device):
     w = mg.tensor(np.arange(12.0).reshape(4, 3), device=device, requires_grad=True)

@@ -20,6 +20,7 @@ from minigpu import nn, optim
 from minigpu.backends import cpu_optim
 from minigpu.backends.cuda import device, memory
 from minigpu.backends.cuda import optim as cuda_optim
+from test_optim import check_round_trip, run_trajectory, small_mlp
 
 SMALL = dict(block=32, max_blocks=2)
 PRODUCTION = dict(block=device.BLOCK, max_blocks=device.MAX_BLOCKS)
@@ -122,28 +123,9 @@ REFERENCE = {"AdamW": NumpyAdamW, "RMSprop": NumpyRMSprop, "Adagrad": NumpyAdagr
                          ids=[f"{n}-{'-'.join(f'{k}={v}' for k, v in kw.items())}"
                               for n, kw in CONFIGS])
 def test_trajectory_matches_pytorch_rule(name, kwargs, device, dtype):
-    """Five steps of loss = sum(scale * (p - target)**2) over two parameters."""
-    rng = np.random.default_rng(0)
-    shapes = [(3, 4), (4,)]
-    starts = [rng.standard_normal(s).astype(dtype) for s in shapes]
-    targets = [rng.standard_normal(s).astype(dtype) for s in shapes]
-    scales = [rng.uniform(0.5, 2, s).astype(dtype) for s in shapes]
-    params = [nn.Parameter(mg.tensor(a, device=device)) for a in starts]
-    opt = getattr(optim, name)(params, **kwargs)
-    ref_params = [a.astype(np.float64) for a in starts]
-    ref = REFERENCE[name](ref_params, **kwargs)
-    tt = [mg.tensor(t, device=device) for t in targets]
-    ss = [mg.tensor(s, device=device) for s in scales]
-    for _ in range(5):
-        opt.zero_grad()
-        loss = sum(((p - t) ** 2 * s).sum() for p, t, s in zip(params, tt, ss))
-        loss.backward()
-        opt.step()
-        ref.step([2 * s * (p - t) for p, t, s in zip(ref_params, targets, scales)])
-    rtol, atol = (1e-12, 1e-14) if dtype == np.float64 else (1e-5, 1e-6)
-    for p, r in zip(params, ref_params):
-        assert p.device == device and p.dtype == np.dtype(dtype)
-        np.testing.assert_allclose(p.detach().numpy(), r, rtol=rtol, atol=atol)
+    """Five steps on two parameters (``test_optim.run_trajectory``): float64 rtol 1e-12,
+    float32 rtol 1e-5, atol 1e-6."""
+    run_trajectory(getattr(optim, name), REFERENCE[name], kwargs, device, dtype)
 
 
 # --- the kernels against the NumPy reference -------------------------------------------------
@@ -273,44 +255,12 @@ def test_defaults_and_validation_like_pytorch():
 ])
 def test_state_dict_layout_and_round_trip(name, kwargs, keys):
     """PyTorch's state keys in PyTorch's order; a fresh optimizer that loads the state (on cpu
-    or cuda) continues exactly like the original."""
-    def make():
-        mg.manual_seed(0)
-        return nn.Sequential(nn.Linear(3, 2), nn.Tanh(), nn.Linear(2, 1))
-
-    x = mg.randn(5, 3)
-
-    def train(model, opt, steps, device="cpu"):
-        for _ in range(steps):
-            opt.zero_grad()
-            model(x.to(device)).pow(2).mean().backward()
-            opt.step()
-
-    model = make()
-    opt = getattr(optim, name)(model.parameters(), **kwargs)
+    or cuda) continues exactly like the original (``test_optim.check_round_trip``)."""
     if name == "Adagrad":  # PyTorch creates Adagrad's state in the constructor
+        opt = optim.Adagrad(small_mlp().parameters(), **kwargs)
         assert opt.state_dict()["state"][0]["step"].item() == 0.0
         np.testing.assert_allclose(opt.state_dict()["state"][0]["sum"].numpy(), 0.2)
-    train(model, opt, 3)
-    sd = opt.state_dict()
-    assert sorted(sd["state"]) == [0, 1, 2, 3]
+    sd = check_round_trip(name, kwargs)
     assert list(sd["state"][0]) == keys
     assert sd["state"][0]["step"].item() == 3.0 and sd["state"][0]["step"].device == "cpu"
     assert all(tuple(v.shape) == (2, 3) for k, v in sd["state"][0].items() if k != "step")
-    assert sd["param_groups"][0]["params"] == [0, 1, 2, 3]
-    model_sd = {k: v.numpy() for k, v in model.state_dict().items()}
-    opt_sd = {"state": {i: {k: mg.tensor(v.numpy(), dtype=v.dtype) for k, v in s.items()}
-                        for i, s in sd["state"].items()},
-              "param_groups": sd["param_groups"]}
-    train(model, opt, 2)
-    expected = [p.detach().numpy() for p in model.parameters()]
-    for device in ("cpu", "cuda"):
-        twin = make()
-        twin.load_state_dict(model_sd)
-        twin.to(device)
-        opt2 = getattr(optim, name)(twin.parameters(), lr=1.0)
-        opt2.load_state_dict(opt_sd)
-        assert opt2.param_groups[0]["lr"] == kwargs["lr"]
-        train(twin, opt2, 2, device)
-        for p, e in zip(twin.parameters(), expected):
-            np.testing.assert_allclose(p.detach().numpy(), e, rtol=1e-5, atol=1e-6)

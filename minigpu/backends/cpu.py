@@ -327,7 +327,7 @@ def random_normal(n, seed, offset, dtype):
 from .cpu_lstm import lstm_cell, lstm_cell_backward  # noqa: E402,F401
 from .cpu_optim import adam_step_, sgd_step_  # noqa: E402,F401
 
-# --- issue 14: AdamW, RMSprop and Adagrad references -----------------------------------------------
+# --- issue 14: AdamW, RMSprop and Adagrad references ----------------------------------------------
 from .cpu_optim import adagrad_step_, adamw_step_, rmsprop_step_  # noqa: E402,F401
 
 

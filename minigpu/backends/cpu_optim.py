@@ -71,9 +71,9 @@ def adamw_step_(param_buf, grad_buf, exp_avg_buf, exp_avg_sq_buf, max_exp_avg_sq
 def rmsprop_step_(param_buf, grad_buf, square_avg_buf, grad_avg_buf, momentum_buf, lr, alpha,
                   eps, weight_decay, momentum):
     """PyTorch RMSprop: ``d = g + wd*p``; ``sq = alpha*sq + (1-alpha)*d*d``; centred
-    (``grad_avg_buf`` given): ``gavg = alpha*gavg + (1-alpha)*d``, ``avg = sqrt(sq - gavg**2) + eps``, else
-    ``avg = sqrt(sq) + eps``; with ``momentum_buf``: ``buf = momentum*buf + d/avg``,
-    ``p -= lr*buf``, else ``p -= lr*d/avg``."""
+    (``grad_avg_buf`` given): ``gavg = alpha*gavg + (1-alpha)*d``,
+    ``avg = sqrt(sq - gavg**2) + eps``, else ``avg = sqrt(sq) + eps``; with ``momentum_buf``:
+    ``buf = momentum*buf + d/avg``, ``p -= lr*buf``, else ``p -= lr*d/avg``."""
     t = param_buf.dtype.type
     d = grad_buf
     if weight_decay != 0:

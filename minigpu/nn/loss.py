@@ -74,7 +74,7 @@ class CrossEntropyLoss(_WeightedLoss):
                                label_smoothing=self.label_smoothing)
 
 
-# --- issue 14 ---------------------------------------------------------------------------------------
+# --- issue 14 -------------------------------------------------------------------------------------
 class L1Loss(_Loss):
     def forward(self, input, target):
         return F.l1_loss(input, target, reduction=self.reduction)

@@ -12,13 +12,11 @@ every parameter when the optimizer is constructed, so ``state_dict()`` holds it 
 """
 from __future__ import annotations
 
-from ..autograd import no_grad
 from ..creation import full_like, tensor
-from .adamw import check_hyperparameters, next_step
-from .optimizer import Optimizer
+from .common import FusedOptimizer, check_hyperparameters, next_step
 
 
-class Adagrad(Optimizer):
+class Adagrad(FusedOptimizer):
     def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0,
                  eps=1e-10, foreach=None, *, maximize=False, differentiable=False, fused=None):
         check_hyperparameters(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
@@ -34,19 +32,8 @@ class Adagrad(Optimizer):
                 self.state[p]["step"] = tensor(0.0)
                 self.state[p]["sum"] = full_like(p, group["initial_accumulator_value"])
 
-    def step(self, closure=None):
-        """One update of every parameter that has a gradient; returns closure() if given."""
-        loss = self._closure_loss(closure)
-        with no_grad():
-            for group in self.param_groups:
-                for p in group["params"]:
-                    if p.grad is None:
-                        continue
-                    grad = self._grad_buffer(p, group["maximize"])
-                    state = self.state[p]
-                    step = next_step(state)
-                    p.backend.adagrad_step_(self._flat(p, "parameter"), grad,
-                                            self._flat(state["sum"], "sum"), step, group["lr"],
-                                            group["lr_decay"], group["weight_decay"],
-                                            group["eps"])
-        return loss
+    def _update(self, group, p, grad, state):
+        step = next_step(state)
+        p.backend.adagrad_step_(self._flat(p, "parameter"), grad, self._flat(state["sum"], "sum"),
+                                step, group["lr"], group["lr_decay"], group["weight_decay"],
+                                group["eps"])

@@ -15,27 +15,11 @@ The step count ``t`` ('step') is a 0-d float32 tensor on the host, as in PyTorch
 """
 from __future__ import annotations
 
-from ..autograd import no_grad
 from ..creation import tensor, zeros_like
-from .optimizer import Optimizer
+from .common import FusedOptimizer, check_hyperparameters, next_step
 
 
-def next_step(state) -> int:
-    """Advance the host-side step counter ``state['step']`` (created at 0) and return it."""
-    step = int(state["step"].item()) + 1 if "step" in state else 1
-    state["step"] = tensor(float(step))
-    return step
-
-
-def check_hyperparameters(**values):
-    """PyTorch's constructor checks: every value given must be >= 0."""
-    names = {"lr": "learning rate", "eps": "epsilon value"}
-    for key, value in values.items():
-        if not 0.0 <= value:
-            raise ValueError(f"Invalid {names.get(key, key + ' value')}: {value}")
-
-
-class AdamW(Optimizer):
+class AdamW(FusedOptimizer):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
                  amsgrad=False, *, maximize=False, foreach=None, capturable=False,
                  differentiable=False, fused=None):
@@ -53,29 +37,18 @@ class AdamW(Optimizer):
                         decoupled_weight_decay=True)
         super().__init__(params, defaults)
 
-    def step(self, closure=None):
-        """One update of every parameter that has a gradient; returns closure() if given."""
-        loss = self._closure_loss(closure)
-        with no_grad():
-            for group in self.param_groups:
-                beta1, beta2 = group["betas"]
-                for p in group["params"]:
-                    if p.grad is None:
-                        continue
-                    grad = self._grad_buffer(p, group["maximize"])
-                    state = self.state[p]
-                    if not state:
-                        state["step"] = tensor(0.0)
-                        state["exp_avg"] = zeros_like(p)
-                        state["exp_avg_sq"] = zeros_like(p)
-                        if group["amsgrad"]:
-                            state["max_exp_avg_sq"] = zeros_like(p)
-                    step = next_step(state)
-                    vmax = (self._flat(state["max_exp_avg_sq"], "max_exp_avg_sq")
-                            if group["amsgrad"] else None)
-                    p.backend.adamw_step_(self._flat(p, "parameter"), grad,
-                                          self._flat(state["exp_avg"], "exp_avg"),
-                                          self._flat(state["exp_avg_sq"], "exp_avg_sq"), vmax,
-                                          step, group["lr"], beta1, beta2, group["eps"],
-                                          group["weight_decay"])
-        return loss
+    def _update(self, group, p, grad, state):
+        if not state:
+            state["step"] = tensor(0.0)
+            state["exp_avg"] = zeros_like(p)
+            state["exp_avg_sq"] = zeros_like(p)
+            if group["amsgrad"]:
+                state["max_exp_avg_sq"] = zeros_like(p)
+        step = next_step(state)
+        beta1, beta2 = group["betas"]
+        vmax = (self._flat(state["max_exp_avg_sq"], "max_exp_avg_sq") if group["amsgrad"]
+                else None)
+        p.backend.adamw_step_(self._flat(p, "parameter"), grad,
+                              self._flat(state["exp_avg"], "exp_avg"),
+                              self._flat(state["exp_avg_sq"], "exp_avg_sq"), vmax, step,
+                              group["lr"], beta1, beta2, group["eps"], group["weight_decay"])

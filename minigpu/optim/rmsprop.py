@@ -14,13 +14,11 @@ All buffers start at zero, as in PyTorch; 'step' is a 0-d float32 tensor on the 
 """
 from __future__ import annotations
 
-from ..autograd import no_grad
 from ..creation import tensor, zeros_like
-from .adamw import check_hyperparameters, next_step
-from .optimizer import Optimizer
+from .common import FusedOptimizer, check_hyperparameters, next_step
 
 
-class RMSprop(Optimizer):
+class RMSprop(FusedOptimizer):
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0,
                  centered=False, capturable=False, foreach=None, maximize=False,
                  differentiable=False):
@@ -34,31 +32,19 @@ class RMSprop(Optimizer):
                         maximize=maximize, differentiable=differentiable)
         super().__init__(params, defaults)
 
-    def step(self, closure=None):
-        """One update of every parameter that has a gradient; returns closure() if given."""
-        loss = self._closure_loss(closure)
-        with no_grad():
-            for group in self.param_groups:
-                for p in group["params"]:
-                    if p.grad is None:
-                        continue
-                    grad = self._grad_buffer(p, group["maximize"])
-                    state = self.state[p]
-                    if not state:
-                        state["step"] = tensor(0.0)
-                        state["square_avg"] = zeros_like(p)
-                        if group["momentum"] > 0:
-                            state["momentum_buffer"] = zeros_like(p)
-                        if group["centered"]:
-                            state["grad_avg"] = zeros_like(p)
-                    next_step(state)
-                    grad_avg = (self._flat(state["grad_avg"], "grad_avg")
-                                if group["centered"] else None)
-                    buf = (self._flat(state["momentum_buffer"], "momentum_buffer")
-                           if group["momentum"] > 0 else None)
-                    p.backend.rmsprop_step_(self._flat(p, "parameter"), grad,
-                                            self._flat(state["square_avg"], "square_avg"),
-                                            grad_avg, buf, group["lr"], group["alpha"],
-                                            group["eps"], group["weight_decay"],
-                                            group["momentum"])
-        return loss
+    def _update(self, group, p, grad, state):
+        if not state:
+            state["step"] = tensor(0.0)
+            state["square_avg"] = zeros_like(p)
+            if group["momentum"] > 0:
+                state["momentum_buffer"] = zeros_like(p)
+            if group["centered"]:
+                state["grad_avg"] = zeros_like(p)
+        next_step(state)
+        grad_avg = self._flat(state["grad_avg"], "grad_avg") if group["centered"] else None
+        buf = (self._flat(state["momentum_buffer"], "momentum_buffer")
+               if group["momentum"] > 0 else None)
+        p.backend.rmsprop_step_(self._flat(p, "parameter"), grad,
+                                self._flat(state["square_avg"], "square_avg"), grad_avg, buf,
+                                group["lr"], group["alpha"], group["eps"],
+                                group["weight_decay"], group["momentum"])

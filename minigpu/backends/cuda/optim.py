@@ -213,7 +213,7 @@ def adam_step_unfused_(param_buf, grad_buf, exp_avg_buf, exp_avg_sq_buf, step, l
     sub_scaled_ratio_kernel[launch](param_buf, step_size, exp_avg_buf, denom)  # p -= s*m/denom
 
 
-# --- AdamW, RMSprop, Adagrad (issue 14): the same one-kernel-per-parameter pattern ------------------
+# --- AdamW, RMSprop, Adagrad (issue 14): the same one-kernel-per-parameter pattern ----------------
 @cuda.jit
 def adamw_kernel(p, g, m, v, vmax, decay, beta1, one_minus_beta1, beta2, one_minus_beta2,
                  step_size, bc2_sqrt, eps, amsgrad):
@@ -260,6 +260,14 @@ def adamw_step_(param_buf, grad_buf, exp_avg_buf, exp_avg_sq_buf, max_exp_avg_sq
         bc2_sqrt, eps_, amsgrad)
 
 
+@cuda.jit(device=True)
+def with_l2(d, pi, weight_decay, use_wd):
+    """The gradient ``d`` plus PyTorch's L2 term ``weight_decay * p`` when decay is on."""
+    if use_wd:
+        return d + weight_decay * pi
+    return d
+
+
 @cuda.jit
 def rmsprop_kernel(p, g, sq, gavg, buf, lr, alpha, one_minus_alpha, eps, weight_decay, use_wd,
                    centered, use_momentum, momentum):
@@ -273,14 +281,12 @@ def rmsprop_kernel(p, g, sq, gavg, buf, lr, alpha, one_minus_alpha, eps, weight_
     threads. The option flags are the same for every thread (no divergence); unused buffers
     are aliases the kernel never touches.
     Memory: reads p, g, sq (+gavg, +buf); writes p, sq (+gavg, +buf): 5 to 9 coalesced passes
-    (PyTorch's unfused single-tensor path makes about twice as many).
+    (one launch per line of the rule makes 12 or more, plus temporaries).
     """
     start, step = cuda.grid(1), cuda.gridsize(1)
     for i in range(start, p.size, step):
         pi = p[i]
-        d = g[i]
-        if use_wd:
-            d = d + weight_decay * pi
+        d = with_l2(g[i], pi, weight_decay, use_wd)
         s = alpha * sq[i] + one_minus_alpha * d * d
         sq[i] = s
         if centered:
@@ -327,9 +333,7 @@ def adagrad_kernel(p, g, acc, clr, eps, weight_decay, use_wd):
     start, step = cuda.grid(1), cuda.gridsize(1)
     for i in range(start, p.size, step):
         pi = p[i]
-        d = g[i]
-        if use_wd:
-            d = d + weight_decay * pi
+        d = with_l2(g[i], pi, weight_decay, use_wd)
         s = acc[i] + d * d
         acc[i] = s
         p[i] = pi - clr * d / (math.sqrt(s) + eps)
