@@ -57,8 +57,11 @@ def test_random_split_is_seeded_and_validated():
         random_split(Range(5), [2, 2])
     with pytest.raises(ValueError, match="Fraction at index 0 is not between 0 and 1"):
         random_split(Range(5), [1.5, -0.5])
-    with pytest.warns(UserWarning, match="Length of split at index 1 is 0"):
+    with pytest.warns(UserWarning) as caught:
         random_split(Range(2), [0.9, 0.05, 0.05])
+    assert [str(w.message) for w in caught] == [
+        f"Length of split at index {i} is 0. This might result in an empty dataset."
+        for i in (1, 2)]
 
 
 Pair = namedtuple("Pair", "image label")
