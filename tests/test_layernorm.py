@@ -157,7 +157,9 @@ def test_module_matches_pytorch_formula(device):
 
 
 def test_module_options_repr_and_errors():
-    assert repr(nn.LayerNorm((2, 3))) == "LayerNorm((2, 3), eps=1e-05, elementwise_affine=True)"
+    assert repr(nn.LayerNorm((2, 3))) == ("LayerNorm((2, 3), eps=1e-05, elementwise_affine=True, "
+                                          "bias=True)")
+    assert repr(nn.LayerNorm(4, elementwise_affine=False)).endswith("affine=False, bias=False)")
     plain = nn.LayerNorm(4, elementwise_affine=False)
     assert plain.weight is None and plain.bias is None and plain.state_dict() == {}
     assert list(nn.LayerNorm(4, bias=False).state_dict()) == ["weight"]
