@@ -220,3 +220,21 @@ def test_clip_grad_value(device):
     assert nn.utils.clip_grad_value_(p, 0.5) is None
     assert p.grad is grad  # in place
     np.testing.assert_allclose(p.grad.numpy(), np.clip(a, -0.5, 0.5))
+
+
+def test_lambda_lr_state_dict_saves_callable_objects_not_functions():
+    class Decay:
+        def __init__(self, rate):
+            self.rate = rate
+
+        def __call__(self, epoch):
+            return self.rate ** epoch
+
+    s = sched.LambdaLR(sgd(groups=2), [Decay(0.5), lambda e: 1.0])
+    sd = s.state_dict()
+    assert sd["lr_lambdas"] == [{"rate": 0.5}, None] and "optimizer" not in sd
+    sd["lr_lambdas"][0]["rate"] = 0.1
+    other = sched.LambdaLR(sgd(groups=2), [Decay(0.9), lambda e: 2.0])
+    other.load_state_dict(sd)
+    assert other.lr_lambdas[0].rate == 0.1 and other.lr_lambdas[1](3) == 2.0
+    assert "lr_lambdas" in sd  # the caller's dict is left whole
