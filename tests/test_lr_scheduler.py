@@ -154,7 +154,8 @@ def test_groups_chaining_state_dict_and_errors():
     opt2.param_groups[0]["lr"] = sd["_last_lr"][0]
     np.testing.assert_allclose(run(s2, 3), rest, rtol=1e-12)
     with pytest.raises(KeyError, match="param 'initial_lr' is not specified in "
-                                       "param_groups\\[0\\] when resuming"):
+                                       "param_groups\\[0\\] when resuming scheduler with "
+                                       "last_epoch >= 0"):
         sched.StepLR(sgd(), 2, last_epoch=3)
     with pytest.raises(ValueError, match="Starting multiplicative factor"):
         sched.LinearLR(sgd(), start_factor=0)
