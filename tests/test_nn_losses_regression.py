@@ -118,6 +118,25 @@ def test_kl_div_zero_target_is_zero_not_nan_and_warnings():
         F.l1_loss(x, x, reduction="batchmean")
 
 
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_weighted_l1_and_huber_like_pytorch(reduction):
+    """PyTorch 2.13: weighted l1's 'mean' divides by sum(weight), weighted huber's by numel."""
+    rng = np.random.default_rng(3)
+    x, t = pairs((3, 4), 3)
+    w = rng.uniform(0.1, 2, (3, 4))
+    for name, terms, mean_div in (("l1_loss", np.abs(x - t), w.sum()),
+                                  ("huber_loss", np_huber(x - t, 1.0), w.size)):
+        want = terms * w
+        want = want.sum() / mean_div if reduction == "mean" else np_reduce(want, reduction)
+        args = [mg.tensor(a, dtype=mg.float64, requires_grad=True) for a in (x, t, w)]
+        fn = getattr(F, name)
+        np.testing.assert_allclose(fn(*args[:2], reduction=reduction, weight=args[2])
+                                   .detach().numpy(), want, rtol=1e-12)
+        assert gradcheck(lambda a, b, c: fn(a, b, reduction=reduction, weight=c), args)
+        with pytest.raises(ValueError, match="Weights and input must have the same size."):
+            fn(args[0], args[1], weight=mg.ones(4, dtype=mg.float64))
+
+
 def test_regression_loss_errors_and_broadcast_warning():
     a = mg.zeros(3)
     with pytest.raises(RuntimeError, match="smooth_l1_loss does not support negative values "

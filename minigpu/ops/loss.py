@@ -367,10 +367,22 @@ def _regression_diff(name, input, target, reduction):
     return input - target
 
 
-def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
-    """Mean absolute error ``|x - t|``; its gradient is ``sign(x - t)`` (0 where x == t)."""
+def _weighted(loss, weight, input):
+    if tuple(weight.shape) != tuple(input.shape):
+        raise ValueError("Weights and input must have the same size.")
+    ew.check_same_device(input, weight)
+    return loss * weight
+
+
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    """Mean absolute error ``|x - t|``; its gradient is ``sign(x - t)`` (0 where x == t).
+    With ``weight`` (input's shape), ``'mean'`` is ``sum(w*|x-t|) / sum(w)`` (PyTorch's)."""
     reduction = legacy_reduction(size_average, reduce, reduction)
-    return _reduce(ew.abs(_regression_diff("l1_loss", input, target, reduction)), reduction)
+    loss = ew.abs(_regression_diff("l1_loss", input, target, reduction))
+    if weight is None:
+        return _reduce(loss, reduction)
+    loss = _weighted(loss, weight, input)
+    return loss.sum() / weight.sum() if reduction == "mean" else _reduce(loss, reduction)
 
 
 def _quadratic_then_linear(d, threshold, quadratic_scale, linear_scale):
@@ -393,13 +405,15 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     return _reduce(_quadratic_then_linear(d, beta, 0.5 / beta, 1.0), reduction)
 
 
-def huber_loss(input, target, reduction="mean", delta=1.0):
+def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     """``0.5*(x-t)**2`` where ``|x-t| < delta``, else ``delta*(|x-t| - 0.5*delta)``
-    (= ``delta * smooth_l1_loss(beta=delta)``)."""
+    (= ``delta * smooth_l1_loss(beta=delta)``). With ``weight`` (input's shape) the terms are
+    weighted and ``'mean'`` stays the plain mean (PyTorch's; unlike ``l1_loss``)."""
     if delta <= 0:
         raise RuntimeError("huber_loss does not support non-positive values for delta.")
     d = _regression_diff("huber_loss", input, target, reduction)
-    return _reduce(_quadratic_then_linear(d, delta, 0.5, delta), reduction)
+    loss = _quadratic_then_linear(d, delta, 0.5, delta)
+    return _reduce(loss if weight is None else _weighted(loss, weight, input), reduction)
 
 
 def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
