@@ -79,16 +79,21 @@ REFERENCE = {"SGD": NumpySGD, "Adam": NumpyAdam}
                          ids=[f"{n}-{'-'.join(f'{k}={v}' for k, v in kw.items())}"
                               for n, kw in CONFIGS])
 def test_trajectory_matches_pytorch_rule(name, kwargs, device, dtype):
-    """Five steps of loss = sum(scale * (p - target)**2) over two parameters."""
+    run_trajectory(getattr(optim, name), REFERENCE[name], kwargs, device, dtype)
+
+
+def run_trajectory(optimizer, reference, kwargs, device, dtype):
+    """Five steps of loss = sum(scale * (p - target)**2) over two parameters, by
+    ``optimizer`` on ``device`` and by the float64 NumPy ``reference``."""
     rng = np.random.default_rng(0)
     shapes = [(3, 4), (4,)]
     starts = [rng.standard_normal(s).astype(dtype) for s in shapes]
     targets = [rng.standard_normal(s).astype(dtype) for s in shapes]
     scales = [rng.uniform(0.5, 2, s).astype(dtype) for s in shapes]
     params = [nn.Parameter(mg.tensor(a, device=device)) for a in starts]
-    opt = getattr(optim, name)(params, **kwargs)
+    opt = optimizer(params, **kwargs)
     ref_params = [a.astype(np.float64) for a in starts]
-    ref = REFERENCE[name](ref_params, **kwargs)
+    ref = reference(ref_params, **kwargs)
     tt = [mg.tensor(t, device=device) for t in targets]
     ss = [mg.tensor(s, device=device) for s in scales]
     for _ in range(5):
@@ -160,56 +165,63 @@ def test_constructor_validation_like_pytorch():
                                                                                         0.999)
 
 
-def test_state_dict_has_pytorch_layout_and_round_trips():
-    def make():
-        mg.manual_seed(0)
-        return nn.Sequential(nn.Linear(3, 2), nn.ReLU(), nn.Linear(2, 1))
+def small_mlp():
+    mg.manual_seed(0)
+    return nn.Sequential(nn.Linear(3, 2), nn.Tanh(), nn.Linear(2, 1))
 
-    x = mg.randn(5, 3)
 
-    def train(model, opt, steps):
-        for _ in range(steps):
-            opt.zero_grad()
-            model(x).pow(2).mean().backward()
-            opt.step()
+def train_mlp(model, opt, steps, device="cpu"):
+    x = mg.tensor(np.random.default_rng(0).standard_normal((5, 3)).astype(np.float32),
+                  device=device)
+    for _ in range(steps):
+        opt.zero_grad()
+        model(x).pow(2).mean().backward()
+        opt.step()
 
-    model = make()
-    opt = optim.Adam(model.parameters(), lr=0.05, weight_decay=0.01)
-    train(model, opt, 3)
+
+def check_round_trip(name, kwargs):
+    """Train ``small_mlp`` 3 steps with ``optim.<name>(**kwargs)``, snapshot the model's and the
+    optimizer's state_dict, train 2 more. A fresh model and optimizer (built with another lr)
+    that load the snapshots continue exactly like the original, on cpu and on cuda, with the
+    buffers on the parameters' device. Returns the optimizer's state_dict after 3 steps."""
+    model = small_mlp()
+    opt = getattr(optim, name)(model.parameters(), **kwargs)
+    train_mlp(model, opt, 3)
     sd = opt.state_dict()
-    assert set(sd) == {"state", "param_groups"}
-    assert sorted(sd["state"]) == [0, 1, 2, 3]
-    assert set(sd["state"][0]) == {"step", "exp_avg", "exp_avg_sq"}
-    assert sd["state"][0]["step"].item() == 3.0 and sd["state"][0]["step"].device == "cpu"
-    assert tuple(sd["state"][0]["exp_avg"].shape) == (2, 3)
-    group = sd["param_groups"][0]
-    assert group["params"] == [0, 1, 2, 3] and group["lr"] == 0.05 and group["betas"] == (0.9,
-                                                                                         0.999)
+    assert set(sd) == {"state", "param_groups"} and sorted(sd["state"]) == [0, 1, 2, 3]
+    assert sd["param_groups"][0]["params"] == [0, 1, 2, 3]
     # state_dict() holds references (as in PyTorch): snapshot before training on.
     model_sd = {k: v.numpy() for k, v in model.state_dict().items()}
     opt_sd = {"state": {i: {k: mg.tensor(v.numpy(), dtype=v.dtype) for k, v in s.items()}
                         for i, s in sd["state"].items()},
               "param_groups": sd["param_groups"]}
-    train(model, opt, 2)
+    train_mlp(model, opt, 2)
     expected = [p.detach().numpy() for p in model.parameters()]
-    # A fresh optimizer that loads the state continues exactly like the original (on cuda too).
     for device in ("cpu", "cuda"):
-        twin = make()
+        twin = small_mlp()
         twin.load_state_dict(model_sd)
         twin.to(device)
-        opt2 = optim.Adam(twin.parameters(), lr=1.0)
+        opt2 = getattr(optim, name)(twin.parameters(), lr=1.0)
         opt2.load_state_dict(opt_sd)
-        assert opt2.param_groups[0]["lr"] == 0.05
-        assert opt2.state[next(twin.parameters())]["exp_avg"].device == device
-        x_dev = x.to(device)
-        for _ in range(2):
-            opt2.zero_grad()
-            twin(x_dev).pow(2).mean().backward()
-            opt2.step()
+        assert opt2.param_groups[0]["lr"] == kwargs["lr"]
+        state = opt2.state[next(twin.parameters())]
+        assert all(v.device == device for k, v in state.items() if k != "step")
+        train_mlp(twin, opt2, 2, device)
         for p, e in zip(twin.parameters(), expected):
             np.testing.assert_allclose(p.detach().numpy(), e, rtol=1e-5, atol=1e-6)
+    return sd
+
+
+def test_state_dict_has_pytorch_layout_and_round_trips():
+    sd = check_round_trip("Adam", dict(lr=0.05, weight_decay=0.01))
+    assert set(sd["state"][0]) == {"step", "exp_avg", "exp_avg_sq"}
+    assert sd["state"][0]["step"].item() == 3.0 and sd["state"][0]["step"].device == "cpu"
+    assert tuple(sd["state"][0]["exp_avg"].shape) == (2, 3)
+    group = sd["param_groups"][0]
+    assert group["lr"] == 0.05 and group["betas"] == (0.9, 0.999)
+    model = small_mlp()
     sgd = optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    train(model, sgd, 1)
+    train_mlp(model, sgd, 1)
     assert set(sgd.state_dict()["state"][0]) == {"momentum_buffer"}
     assert optim.SGD(model.parameters(), lr=0.1).state_dict()["state"] == {}
     with pytest.raises(ValueError, match="different number of parameter groups"):

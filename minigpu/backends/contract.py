@@ -157,6 +157,13 @@ PRIMITIVES = {
     "index_select": "index_select(w_view (V,D), idx_view (N,)) -> buf (N,D): rows of w",
     "index_add": "index_add(idx_view (N,), src_view (N,D), V) -> buf (V,D): out[idx[n]] += "
                  "src[n] (repeated indices accumulate; atomics on cuda)",
+    # --- layer normalisation: one fused row kernel forward, a fused backward -------------
+    "layer_norm": "layer_norm(x_view (R,C), weight_view (C,) or None, bias_view (C,) or None, "
+                  "eps) -> (y_buf (R,C), mean_buf (R,), rstd_buf (R,)): per row "
+                  "y = (x - mean) * rstd * w + b, var biased, rstd = 1/sqrt(var + eps)",
+    "layer_norm_backward": "layer_norm_backward(g_view, x_view (R,C), mean_view, rstd_view (R,), "
+                           "weight_view or None, param_grads) -> (dx_buf (R,C), dweight_buf "
+                           "(C,) or None, dbias_buf (C,) or None)",
     # --- recurrent cells (the gate pre-activations come from matmuls) --------------------
     "lstm_cell": "lstm_cell(gates_view (N,4H), c_prev_view (N,H)) -> (h_buf, c_buf, act_buf): "
                  "gates in PyTorch order i,f,g,o; act = [sig(i), sig(f), tanh(g), sig(o)] "
@@ -168,6 +175,14 @@ PRIMITIVES = {
                  "weight_decay, nesterov, first_step): PyTorch SGD, in place on flat buffers",
     "adam_step_": "adam_step_(param, grad, exp_avg, exp_avg_sq, step, lr, beta1, beta2, eps, "
                   "weight_decay): PyTorch Adam (L2 weight decay, bias-corrected), in place",
+    "adamw_step_": "adamw_step_(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq or None, step, "
+                   "lr, beta1, beta2, eps, weight_decay): PyTorch AdamW (decoupled decay "
+                   "p *= 1 - lr*wd, bias-corrected, amsgrad when max_exp_avg_sq is given)",
+    "rmsprop_step_": "rmsprop_step_(param, grad, square_avg, grad_avg or None, momentum_buf or "
+                     "None, lr, alpha, eps, weight_decay, momentum): PyTorch RMSprop (centered "
+                     "when grad_avg is given), in place",
+    "adagrad_step_": "adagrad_step_(param, grad, sum, step, lr, lr_decay, weight_decay, eps): "
+                     "PyTorch Adagrad, in place",
     # --- random: counter-based, so a (seed, offset) pair gives the same numbers on every
     # backend. bits(i, s) = mix32(uint32(offset + i) ^ mix32(uint32(seed + s*0x9E3779B9)))
     # with mix32 the 'lowbias32' hash (cpu/random.py mix32); s selects one of three streams.
@@ -186,3 +201,4 @@ def check_backend(module) -> list[str]:
 def result_dtype(op: str, dtype) -> np.dtype:
     """Output dtype of an elementwise op: comparisons give bool, everything else keeps dtype."""
     return np.dtype(np.bool_) if op in COMPARISONS else np.dtype(dtype)
+

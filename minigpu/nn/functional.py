@@ -10,13 +10,17 @@ from .. import ops
 from ..ops.conv import conv2d
 from ..ops.loss import (binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy,
                         mse_loss, nll_loss)
+from ..ops.layernorm import layer_norm
+from ..ops.loss import huber_loss, kl_div, l1_loss, smooth_l1_loss
 from ..ops.norm import batch_norm, dropout
+from ..ops.rnn import embedding
 from ..ops.pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d
 
 __all__ = ["linear", "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "batch_norm",
            "dropout", "mse_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
            "cross_entropy", "nll_loss", "softmax", "log_softmax", "relu", "leaky_relu", "tanh",
-           "sigmoid", "flatten"]
+           "sigmoid", "flatten", "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div",
+           "embedding", "layer_norm"]
 
 
 def linear(input, weight, bias=None):

@@ -63,16 +63,20 @@ def _check_float(name, *tensors):
 
 
 # --- regression ----------------------------------------------------------------------------------
+def _warn_broadcast(input, target, stacklevel=3):
+    if tuple(target.shape) != tuple(input.shape):
+        warnings.warn(f"Using a target size ({tuple(target.shape)}) that is different to the "
+                      f"input size ({tuple(input.shape)}). This will likely lead to incorrect "
+                      f"results due to broadcasting. Please ensure they have the same size.",
+                      stacklevel=stacklevel)
+
+
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """Mean squared error; composed of elementwise ops, differentiable in both arguments."""
     reduction = legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     _check_float("mse_loss", input, target)
-    if tuple(target.shape) != tuple(input.shape):
-        warnings.warn(f"Using a target size ({tuple(target.shape)}) that is different to the "
-                      f"input size ({tuple(input.shape)}). This will likely lead to incorrect "
-                      f"results due to broadcasting. Please ensure they have the same size.",
-                      stacklevel=2)
+    _warn_broadcast(input, target)
     diff = input - target
     return _reduce(diff * diff, reduction)
 
@@ -353,3 +357,85 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
         safe, coef, _ = _class_targets("nll_loss", rows, flat_target, weight, ignore_index)
     loss = NLLLoss.apply(rows, safe, coef)
     return _finish(loss, coef, reduction, shape)
+
+
+# --- L1, smooth L1, Huber and KL divergence, composed from differentiable ops --------------------
+def _regression_diff(name, input, target, reduction):
+    _check_reduction(reduction)
+    _check_float(name, input, target)
+    _warn_broadcast(input, target, stacklevel=4)
+    return input - target
+
+
+def _weighted(loss, weight, input):
+    if tuple(weight.shape) != tuple(input.shape):
+        raise ValueError("Weights and input must have the same size.")
+    check_same_device(input, weight)
+    return loss * weight
+
+
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    """Mean absolute error ``|x - t|``; its gradient is ``sign(x - t)`` (0 where x == t).
+    With ``weight`` (input's shape), ``'mean'`` is ``sum(w*|x-t|) / sum(w)`` (PyTorch's)."""
+    reduction = legacy_reduction(size_average, reduce, reduction)
+    loss = ew.abs(_regression_diff("l1_loss", input, target, reduction))
+    if weight is None:
+        return _reduce(loss, reduction)
+    loss = _weighted(loss, weight, input)
+    return loss.sum() / weight.sum() if reduction == "mean" else _reduce(loss, reduction)
+
+
+def _quadratic_then_linear(d, threshold, quadratic_scale, linear_scale):
+    """``quadratic_scale*d*d`` where ``|d| < threshold``, else ``linear_scale * (|d| -
+    0.5*threshold)`` (a ``where`` over the two branches: both are finite everywhere, so the
+    gradient of the unused one is an exact zero)."""
+    z = ew.abs(d)
+    return ew.where(z < threshold, d * d * quadratic_scale, (z - 0.5 * threshold) * linear_scale)
+
+
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
+    """``0.5*(x-t)**2/beta`` where ``|x-t| < beta``, else ``|x-t| - 0.5*beta`` (L1 for
+    beta = 0)."""
+    reduction = legacy_reduction(size_average, reduce, reduction)
+    if beta < 0:
+        raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
+    d = _regression_diff("smooth_l1_loss", input, target, reduction)
+    if beta == 0:
+        return _reduce(ew.abs(d), reduction)
+    return _reduce(_quadratic_then_linear(d, beta, 0.5 / beta, 1.0), reduction)
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
+    """``0.5*(x-t)**2`` where ``|x-t| < delta``, else ``delta*(|x-t| - 0.5*delta)``
+    (= ``delta * smooth_l1_loss(beta=delta)``). With ``weight`` (input's shape) the terms are
+    weighted and ``'mean'`` stays the plain mean (PyTorch's; unlike ``l1_loss``)."""
+    if delta <= 0:
+        raise RuntimeError("huber_loss does not support non-positive values for delta.")
+    d = _regression_diff("huber_loss", input, target, reduction)
+    loss = _quadratic_then_linear(d, delta, 0.5, delta)
+    return _reduce(loss if weight is None else _weighted(loss, weight, input), reduction)
+
+
+def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
+    """KL divergence with ``input`` log-probabilities: pointwise ``t*(log t - x)`` (0 where
+    t == 0, PyTorch's ``xlogy``), or ``exp(t)*(t - x)`` when ``log_target``. ``'batchmean'``
+    divides the sum by the batch size (the mathematical KL); ``'mean'`` divides by every
+    element and warns, as PyTorch does."""
+    reduction = legacy_reduction(size_average, reduce, reduction)
+    if reduction not in ("mean", "sum", "none", "batchmean"):
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    _check_float("kl_div", input, target)
+    if reduction == "mean":
+        warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the "
+                      "support size.'batchmean' divides only by the batch size, and aligns with "
+                      "the KL div math definition.'mean' will be changed to behave the same as "
+                      "'batchmean' in the next major release.", stacklevel=2)
+    if log_target:
+        loss = ew.exp(target) * (target - input)
+    else:
+        safe = ew.where(target == 0, 1.0, target)  # xlogy: 0 * log(0) is 0, not nan
+        loss = target * ew.log(safe) - target * input
+    if reduction == "batchmean":
+        total = loss.sum()
+        return total / input.shape[0] if input.ndim else total
+    return _reduce(loss, reduction)

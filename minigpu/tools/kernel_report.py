@@ -183,6 +183,18 @@ def registry() -> list[KernelSpec]:
     add("optim.sgd", O.sgd_kernel, (f, f, s, s, True))
     add("optim.sgd_momentum", O.sgd_momentum_kernel, (f, f, f, s, s, s, s, True, True, True))
     add("optim.adam", O.adam_kernel, (f, f, f, f, s, s, s, s, s, s, s, s, True))
+    add("optim.adamw", O.adamw_kernel, (f, f, f, f, f) + (s,) * 8 + (True,))
+    add("optim.rmsprop", O.rmsprop_kernel, (f, f, f, f, f, s, s, s, s, s, True, True, True, s))
+    add("optim.adagrad", O.adagrad_kernel, (f, f, f, s, s, s, True))
+
+    # layernorm: warp-per-row forward and backward (4 warps per block), column param grads
+    LN = _cuda_module("layernorm")
+    ln_block = dev.WARP_SIZE * 4  # layernorm.WARP_ROWS on a GPU
+    add("layernorm.forward", LN.layer_norm_kernel(True, True),
+        (f, f, f, 1, 1, s, s, s, s, f, f, f), ln_block)
+    add("layernorm.backward", LN.layer_norm_backward_kernel(True),
+        (f, f, f, f, f, 1, 1, s, s, f), ln_block)
+    add("layernorm.param_grad", LN.layer_norm_param_grad_kernel, (f, f, f, f, 1, 1, s, f, f))
 
     # random
     u32 = np.uint32(0)

@@ -16,8 +16,11 @@ never reads a batch before its copy finished — the pattern of ``backends/cuda/
 """
 from __future__ import annotations
 
+import itertools
+import math
 import numbers
 import warnings
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -55,19 +58,84 @@ class TensorDataset(Dataset):
 
 
 def default_collate(samples):
-    """Stack a list of samples (tuples of tensors / arrays / numbers) into batch tensors."""
+    """Collate a list of samples into a batch, as PyTorch's ``default_collate`` does, nested:
+    tensors, NumPy arrays and numbers are stacked into one tensor (bools stay bool, integers
+    become int64, float64 and Python floats stay float64, other floats become float32); a dict
+    becomes a dict of collated values, a namedtuple the same namedtuple, a list or tuple a
+    *list* of collated positions (PyTorch's behaviour for tuples too); strings stay a list."""
     first = samples[0]
-    if isinstance(first, (tuple, list)):
-        return type(first)(default_collate([s[i] for s in samples]) for i in range(len(first)))
     if isinstance(first, Tensor):
         from ..ops import stack
         return stack(samples)
+    if isinstance(first, (str, bytes)):
+        return list(samples)
+    if isinstance(first, Mapping):
+        batch = {key: default_collate([s[key] for s in samples]) for key in first}
+        try:
+            return type(first)(batch)
+        except TypeError:  # a mapping type that cannot be built from a dict
+            return batch
+    if isinstance(first, tuple) and hasattr(first, "_fields"):  # namedtuple
+        return type(first)(*(default_collate(list(field)) for field in zip(*samples)))
+    if isinstance(first, Sequence):
+        if any(len(s) != len(first) for s in samples):
+            raise RuntimeError("each element in list of batch should be of equal size")
+        return [default_collate(list(position)) for position in zip(*samples)]
     array = np.stack([np.asarray(s) for s in samples])
-    if isinstance(first, numbers.Integral) or array.dtype.kind in "iu":
+    if array.dtype.kind not in "biuf":
+        raise TypeError(f"default_collate: batch must contain tensors, numpy arrays, numbers, "
+                        f"dicts or lists; found {type(first)}")
+    if array.dtype.kind == "b":
+        pass
+    elif isinstance(first, numbers.Integral) or array.dtype.kind in "iu":
         array = array.astype(np.int64)
     elif array.dtype.kind == "f" and array.dtype != np.float64:
         array = array.astype(np.float32)
     return Tensor._from_array(array, "cpu")
+
+
+class Subset(Dataset):
+    """The samples of ``dataset`` at ``indices``, in that order."""
+
+    def __init__(self, dataset, indices):
+        self.dataset, self.indices = dataset, indices
+
+    def __getitem__(self, idx):
+        if isinstance(idx, list):
+            return self.dataset[[self.indices[i] for i in idx]]
+        return self.dataset[self.indices[idx]]
+
+    def __len__(self):
+        return len(self.indices)
+
+
+def random_split(dataset, lengths, generator=default_generator):
+    """Split ``dataset`` into non-overlapping random :class:`Subset` s of the given lengths.
+
+    ``lengths`` are sizes summing to ``len(dataset)``, or fractions summing to 1: then each
+    split gets ``floor(len * fraction)`` samples and the remainder is dealt out one by one,
+    round-robin from the first split (PyTorch's rule). The permutation comes from
+    ``generator`` (e.g. ``minigpu.Generator().manual_seed(42)`` for a fixed split)."""
+    lengths = list(lengths)
+    n = len(dataset)
+    if math.isclose(sum(lengths), 1) and sum(lengths) <= 1:
+        sizes = []
+        for i, fraction in enumerate(lengths):
+            if fraction < 0 or fraction > 1:
+                raise ValueError(f"Fraction at index {i} is not between 0 and 1")
+            sizes.append(int(math.floor(n * fraction)))
+        for i in range(n - sum(sizes)):
+            sizes[i % len(sizes)] += 1
+        for i, size in enumerate(sizes):
+            if size == 0:
+                warnings.warn(f"Length of split at index {i} is 0. This might result in an "
+                              f"empty dataset.", stacklevel=2)
+        lengths = sizes
+    if sum(lengths) != n:
+        raise ValueError("Sum of input lengths does not equal the length of the input dataset!")
+    order = generator.numpy_rng().permutation(n).tolist()
+    ends = itertools.accumulate(lengths)
+    return [Subset(dataset, order[end - size:end]) for end, size in zip(ends, lengths)]
 
 
 class DataLoader:
@@ -75,7 +143,8 @@ class DataLoader:
 
     ``shuffle`` draws a permutation per epoch from ``generator`` (default: minigpu's global
     generator, so ``manual_seed`` makes epochs reproducible). A :class:`TensorDataset` is
-    batched with one ``index_select`` per tensor instead of one lookup per sample.
+    batched with one ``index_select`` per tensor instead of one lookup per sample (the batch
+    is a list of tensors, as PyTorch's collate makes it).
     ``pin_memory=True`` returns the cpu tensors of each batch in pinned host memory (see
     :func:`pin_memory`; cuda tensors are left alone); without a cuda device it warns and does
     nothing, as PyTorch does.
@@ -114,7 +183,7 @@ class DataLoader:
     def __iter__(self):
         for chunk in self._batches():
             if isinstance(self.dataset, TensorDataset) and self.collate_fn is default_collate:
-                yield tuple(_take_rows(t, chunk, self.pin_memory) for t in self.dataset.tensors)
+                yield [_take_rows(t, chunk, self.pin_memory) for t in self.dataset.tensors]
             else:
                 batch = self.collate_fn([self.dataset[int(i)] for i in chunk])
                 yield pin_memory(batch) if self.pin_memory else batch

@@ -15,7 +15,8 @@ from .conv import col2im, im2col  # noqa: F401
 from .pool import avgpool2d, avgpool2d_backward, maxpool2d, maxpool2d_backward  # noqa: F401
 from .indexing import gather, index_add, index_select, scatter  # noqa: F401
 from .lstm import lstm_cell, lstm_cell_backward  # noqa: F401
-from .optim import adam_step_, sgd_step_  # noqa: F401
+from .optim import adagrad_step_, adam_step_, adamw_step_, rmsprop_step_, sgd_step_  # noqa: F401
+from .layernorm import layer_norm, layer_norm_backward  # noqa: F401
 from .random import random_normal, random_uniform  # noqa: F401
 
 name = "cpu"

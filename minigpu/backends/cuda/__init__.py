@@ -19,6 +19,8 @@ from .pool import avgpool2d, avgpool2d_backward, maxpool2d, maxpool2d_backward  
 from .indexing import gather, index_add, index_select, scatter  # noqa: E402
 from .lstm import lstm_cell, lstm_cell_backward  # noqa: E402
 from .optim import adam_step_, sgd_step_  # noqa: E402
+from .optim import adagrad_step_, adamw_step_, rmsprop_step_  # noqa: E402
 from .random import random_normal, random_uniform  # noqa: E402
+from .layernorm import layer_norm, layer_norm_backward  # noqa: E402
 
 name = "cuda"

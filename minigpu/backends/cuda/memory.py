@@ -87,6 +87,13 @@ def contiguous(v: View):
     return out
 
 
+def dense(v: View):
+    """The view's elements as a dense buffer (a slice when already dense, else one copy)."""
+    if v.is_contiguous():
+        return v.buf[v.offset:v.offset + v.numel]
+    return contiguous(v)
+
+
 def cast(v: View, dtype):
     from .elementwise import convert
 

@@ -163,3 +163,141 @@ def adam_step_(param_buf, grad_buf, exp_avg_buf, exp_avg_sq_buf, step, lr, beta1
         launch, scalars = plan
         adam_kernel[launch](param_buf, grad_buf, exp_avg_buf, exp_avg_sq_buf, *scalars,
                             weight_decay != 0)
+
+
+# --- AdamW, RMSprop, Adagrad: the same one-kernel-per-parameter pattern ----------------
+@cuda.jit
+def adamw_kernel(p, g, m, v, vmax, decay, beta1, one_minus_beta1, beta2, one_minus_beta2,
+                 step_size, bc2_sqrt, eps, amsgrad):
+    """AdamW (PyTorch's, decoupled weight decay), fused:
+
+    ``p *= 1 - lr*wd``; ``m = b1*m + (1-b1)*g``; ``v = b2*v + (1-b2)*g*g``; with ``amsgrad``
+    ``vmax = max(vmax, v)`` and ``vmax`` replaces ``v`` below;
+    ``p -= step_size * m / (sqrt(v)/sqrt(bc2) + eps)`` with ``step_size = lr/bc1``.
+
+    Thread mapping: one thread per element (grid-stride). Block/grid: 1-D, ``device.BLOCK``
+    threads. The decay never touches the gradient (that is the difference from Adam's L2):
+    it scales the weight in the same register that the update then writes.
+    Memory: reads p, g, m, v (and vmax); writes p, m, v (and vmax): 7 (9) coalesced passes.
+    """
+    start, step = cuda.grid(1), cuda.gridsize(1)
+    for i in range(start, p.size, step):
+        pi = p[i] * decay
+        d = g[i]
+        mi = beta1 * m[i] + one_minus_beta1 * d
+        vi = beta2 * v[i] + one_minus_beta2 * d * d
+        m[i] = mi
+        v[i] = vi
+        if amsgrad:
+            vi = max(vmax[i], vi)
+            vmax[i] = vi
+        p[i] = pi - step_size * mi / (math.sqrt(vi) / bc2_sqrt + eps)
+
+
+def adamw_step_(param_buf, grad_buf, exp_avg_buf, exp_avg_sq_buf, max_exp_avg_sq_buf, step, lr,
+                beta1, beta2, eps, weight_decay, *, block=None, max_blocks=None):
+    """One in-place AdamW step (``step`` counts from 1; ``max_exp_avg_sq_buf`` None unless
+    amsgrad) in a single fused kernel."""
+    amsgrad = max_exp_avg_sq_buf is not None
+    bufs = (param_buf, grad_buf, exp_avg_buf, exp_avg_sq_buf)
+    n, dtype = check_buffers(*bufs, *((max_exp_avg_sq_buf,) if amsgrad else ()))
+    if n == 0:
+        return
+    b1, omb1, b2, omb2, step_size, bc2_sqrt, eps_, _ = adam_scalars(
+        step, lr, beta1, beta2, eps, 0.0, dtype)
+    grid, blk = launch_1d(n, block, max_blocks)
+    vmax = max_exp_avg_sq_buf if amsgrad else exp_avg_sq_buf  # never touched without amsgrad
+    adamw_kernel[grid, blk, current_stream()](
+        *bufs, vmax, scalar(1 - lr * weight_decay, dtype), b1, omb1, b2, omb2, step_size,
+        bc2_sqrt, eps_, amsgrad)
+
+
+@cuda.jit(device=True)
+def with_l2(d, pi, weight_decay, use_wd):
+    """The gradient ``d`` plus PyTorch's L2 term ``weight_decay * p`` when decay is on."""
+    if use_wd:
+        return d + weight_decay * pi
+    return d
+
+
+@cuda.jit
+def rmsprop_kernel(p, g, sq, gavg, buf, lr, alpha, one_minus_alpha, eps, weight_decay, use_wd,
+                   centered, use_momentum, momentum):
+    """RMSprop (PyTorch's), fused:
+
+    ``d = g + wd*p``; ``sq = alpha*sq + (1-alpha)*d*d``; centred: ``gavg = alpha*gavg +
+    (1-alpha)*d`` and ``avg = sqrt(sq - gavg*gavg) + eps``, else ``avg = sqrt(sq) + eps``;
+    momentum: ``buf = momentum*buf + d/avg``, ``p -= lr*buf``; else ``p -= lr*d/avg``.
+
+    Thread mapping: one thread per element (grid-stride). Block/grid: 1-D, ``device.BLOCK``
+    threads. The option flags are the same for every thread (no divergence); unused buffers
+    are aliases the kernel never touches.
+    Memory: reads p, g, sq (+gavg, +buf); writes p, sq (+gavg, +buf): 5 to 9 coalesced passes
+    (one launch per line of the rule makes 12 or more, plus temporaries).
+    """
+    start, step = cuda.grid(1), cuda.gridsize(1)
+    for i in range(start, p.size, step):
+        pi = p[i]
+        d = with_l2(g[i], pi, weight_decay, use_wd)
+        s = alpha * sq[i] + one_minus_alpha * d * d
+        sq[i] = s
+        if centered:
+            a = alpha * gavg[i] + one_minus_alpha * d
+            gavg[i] = a
+            s = s - a * a
+        avg = math.sqrt(s) + eps
+        if use_momentum:
+            b = momentum * buf[i] + d / avg
+            buf[i] = b
+            p[i] = pi - lr * b
+        else:
+            p[i] = pi - lr * d / avg
+
+
+def rmsprop_step_(param_buf, grad_buf, square_avg_buf, grad_avg_buf, momentum_buf, lr, alpha,
+                  eps, weight_decay, momentum, *, block=None, max_blocks=None):
+    """One in-place RMSprop step; ``grad_avg_buf`` None unless centered, ``momentum_buf``
+    None unless momentum > 0 (then it starts at zeros, as in PyTorch)."""
+    optional = tuple(b for b in (grad_avg_buf, momentum_buf) if b is not None)
+    n, dtype = check_buffers(param_buf, grad_buf, square_avg_buf, *optional)
+    if n == 0:
+        return
+    lr_, alpha_, oma, eps_, wd, mom = (scalar(v, dtype) for v in (
+        lr, alpha, 1 - alpha, eps, weight_decay, momentum))
+    grid, blk = launch_1d(n, block, max_blocks)
+    rmsprop_kernel[grid, blk, current_stream()](
+        param_buf, grad_buf, square_avg_buf,
+        square_avg_buf if grad_avg_buf is None else grad_avg_buf,
+        square_avg_buf if momentum_buf is None else momentum_buf,
+        lr_, alpha_, oma, eps_, wd, weight_decay != 0, grad_avg_buf is not None,
+        momentum_buf is not None, mom)
+
+
+@cuda.jit
+def adagrad_kernel(p, g, acc, clr, eps, weight_decay, use_wd):
+    """Adagrad (PyTorch's), fused: ``d = g + wd*p``; ``acc += d*d``;
+    ``p -= clr * d / (sqrt(acc) + eps)`` with ``clr = lr / (1 + (step-1)*lr_decay)`` computed
+    once on the host.
+
+    Thread mapping: one thread per element (grid-stride). Block/grid: 1-D, ``device.BLOCK``
+    threads. Memory: reads p, g, acc; writes p, acc: 5 coalesced passes.
+    """
+    start, step = cuda.grid(1), cuda.gridsize(1)
+    for i in range(start, p.size, step):
+        pi = p[i]
+        d = with_l2(g[i], pi, weight_decay, use_wd)
+        s = acc[i] + d * d
+        acc[i] = s
+        p[i] = pi - clr * d / (math.sqrt(s) + eps)
+
+
+def adagrad_step_(param_buf, grad_buf, sum_buf, step, lr, lr_decay, weight_decay, eps, *,
+                  block=None, max_blocks=None):
+    """One in-place Adagrad step (``step`` counts from 1) in a single fused kernel."""
+    n, dtype = check_buffers(param_buf, grad_buf, sum_buf)
+    if n == 0:
+        return
+    grid, blk = launch_1d(n, block, max_blocks)
+    adagrad_kernel[grid, blk, current_stream()](
+        param_buf, grad_buf, sum_buf, scalar(lr / (1 + (step - 1) * lr_decay), dtype),
+        scalar(eps, dtype), scalar(weight_decay, dtype), weight_decay != 0)

@@ -184,13 +184,6 @@ def softmax_backward_warp_kernel(dtype, log):
 
 
 # --- host side -------------------------------------------------------------------------------
-def _dense(v: View):
-    """The view's elements as a dense buffer (a slice when already dense, else one copy)."""
-    if v.is_contiguous():
-        return v.buf[v.offset:v.offset + v.numel]
-    return memory.contiguous(v)
-
-
 def _mapping(R, C, kernel=None, max_block=None, shuffle=None, warp_rows=None):
     """The launch for an (R, C) problem: ("warp", (grid, (32, rows))) or
     ("block", (grid, threads, use_shuffles)). ``kernel`` forces "warp" or "block"."""
@@ -214,7 +207,7 @@ def softmax(x: View, log, **launch):
     out = empty(R * C, dtype)
     if R * C == 0:
         return out
-    src = _dense(x)
+    src = memory.dense(x)
     neg_inf, zero = scalar(-np.inf, dtype), scalar(0, dtype)
     kind, cfg = _mapping(R, C, **launch)
     stream = current_stream()
@@ -236,7 +229,7 @@ def softmax_backward(y: View, g: View, log, **launch):
     out = empty(R * C, dtype)
     if R * C == 0:
         return out
-    ys, gs = _dense(y), _dense(g)
+    ys, gs = memory.dense(y), memory.dense(g)
     zero = scalar(0, dtype)
     kind, cfg = _mapping(R, C, **launch)
     stream = current_stream()

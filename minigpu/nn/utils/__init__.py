@@ -1,0 +1,4 @@
+"""``minigpu.nn.utils``: gradient clipping (``torch.nn.utils`` names and semantics)."""
+from .clip_grad import clip_grad_norm_, clip_grad_value_
+
+__all__ = ["clip_grad_norm_", "clip_grad_value_"]
