@@ -317,9 +317,9 @@ def add(a, b, alpha=1):
     if alpha != 1:
         b = b * alpha
     if isinstance(a, Tensor) and _is_scalar(b) and a.dtype.kind == "f":
-        return Affine.apply(a, 1.0, float(b))
+        return Affine.apply(a, alpha=1.0, beta=float(b))
     if isinstance(b, Tensor) and _is_scalar(a) and b.dtype.kind == "f":
-        return Affine.apply(b, 1.0, float(a))
+        return Affine.apply(b, alpha=1.0, beta=float(a))
     return Add.apply(*tensor_operands(a, b))
 
 
@@ -327,46 +327,46 @@ def sub(a, b, alpha=1):
     if alpha != 1:
         b = b * alpha
     if isinstance(a, Tensor) and _is_scalar(b) and a.dtype.kind == "f":
-        return Affine.apply(a, 1.0, -float(b))
+        return Affine.apply(a, alpha=1.0, beta=-float(b))
     return Sub.apply(*tensor_operands(a, b))
 
 
 def rsub(a, b):
     """b - a for a scalar b."""
     if a.dtype.kind == "f" and _is_scalar(b):
-        return Affine.apply(a, -1.0, float(b))
+        return Affine.apply(a, alpha=-1.0, beta=float(b))
     return sub(*reversed(tensor_operands(a, b)))
 
 
 def mul(a, b):
     if isinstance(a, Tensor) and _is_scalar(b) and a.dtype.kind == "f":
-        return Affine.apply(a, float(b), 0.0)
+        return Affine.apply(a, alpha=float(b), beta=0.0)
     if isinstance(b, Tensor) and _is_scalar(a) and b.dtype.kind == "f":
-        return Affine.apply(b, float(a), 0.0)
+        return Affine.apply(b, alpha=float(a), beta=0.0)
     return Mul.apply(*tensor_operands(a, b))
 
 
 def div(a, b):
     if isinstance(a, Tensor) and _is_scalar(b) and b != 0:
-        return Affine.apply(as_float(a), 1.0 / float(b), 0.0)
+        return Affine.apply(as_float(a), alpha=1.0 / float(b), beta=0.0)
     a, b = tensor_operands(a, b)
     return Div.apply(as_float(a), as_float(b))
 
 
 def rdiv(a, b):
     """b / a for a scalar b."""
-    return RDiv.apply(as_float(a), float(b))
+    return RDiv.apply(as_float(a), alpha=float(b))
 
 
 def pow(a, b):
     if isinstance(a, Tensor) and _is_scalar(b):
-        return PowScalar.apply(_float_scalar_op(a, b), float(b))
+        return PowScalar.apply(_float_scalar_op(a, b), alpha=float(b))
     return Pow.apply(*tensor_operands(a, b))
 
 
 def rpow(a, b):
     """b ** a for a scalar b."""
-    return RPow.apply(as_float(a), float(b))
+    return RPow.apply(as_float(a), alpha=float(b))
 
 
 def neg(x):
@@ -427,11 +427,11 @@ def sqrt(x):
 
 
 def rsqrt(x):
-    return PowScalar.apply(as_float(x), -0.5)
+    return PowScalar.apply(as_float(x), alpha=-0.5)
 
 
 def reciprocal(x):
-    return RDiv.apply(as_float(x), 1.0)
+    return RDiv.apply(as_float(x), alpha=1.0)
 
 
 def square(x):
@@ -451,7 +451,7 @@ def relu(x):
 
 
 def leaky_relu(x, negative_slope=0.01):
-    return LeakyRelu.apply(x, float(negative_slope))
+    return LeakyRelu.apply(x, alpha=float(negative_slope))
 
 
 def abs(x):
@@ -467,7 +467,7 @@ def clamp(x, min=None, max=None):
         raise RuntimeError("At least one of 'min' or 'max' must not be None")
     lo = -math.inf if min is None else float(min)
     hi = math.inf if max is None else float(max)
-    return Clamp.apply(x, lo, hi)
+    return Clamp.apply(x, alpha=lo, beta=hi)
 
 
 clip = clamp
