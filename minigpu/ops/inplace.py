@@ -53,6 +53,9 @@ class CopySlices(Function):
         self.window, self.values_shape = window, values.shape
         return base._alias()
 
+    def name(self):
+        return "CopySlices"  # PyTorch's name for this node
+
     def backward(self, g):
         shape, strides, offset = self.window
         g_base = _dense_grad(g)
@@ -76,6 +79,9 @@ class ViewOf(Function):
 
     def backward(self, g):
         return zeros_with_window(g, self.base_shape, self.window), None
+
+    def name(self):
+        return "AsStridedBackward"
 
 
 # --- the recipe ---------------------------------------------------------------------------------
