@@ -135,7 +135,7 @@ class Function:
         finally:
             _state.enabled = enabled
         if ctx._dirty:
-            _bump_dirty(ctx, args)
+            _check_dirty(ctx, args)
         if not (enabled and True in needs):
             return outputs
         # The graph edges are fixed now: an input later modified in place (and given a new
@@ -185,15 +185,13 @@ def _index_of(t, results):
     return None
 
 
-def _bump_dirty(ctx, args):
-    """Inputs that forward modified in place: a new version, and (when recorded) this node as
-    their grad_fn; PyTorch refuses the same leaves as for any in-place operation."""
+def _check_dirty(ctx, args):
+    """Inputs that forward modified in place (their in-place op already bumped the version;
+    they get this node as grad_fn): PyTorch refuses leaves that require grad."""
     for a in args:
-        if id(a) in ctx._dirty:
-            if a.requires_grad and a.grad_fn is None and is_grad_enabled():
-                raise RuntimeError("a leaf Variable that requires grad is being used in an "
-                                   "in-place operation.")
-            a._version_counter[0] += 1
+        if id(a) in ctx._dirty and a.requires_grad and a.grad_fn is None and is_grad_enabled():
+            raise RuntimeError("a leaf Variable that requires grad has been used in an in-place "
+                               "operation.")
 
 
 def _tensor_type(t):
