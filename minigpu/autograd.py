@@ -2,10 +2,12 @@
 
 Every differentiable operation is a :class:`Function`. Calling ``SomeOp.apply(*args)`` runs its
 ``forward`` and, when gradients are wanted, records the call as a node of the graph: the
-function instance itself is the node (``ctx``), holding its inputs and whatever ``forward``
-saved. ``Tensor.backward`` walks the nodes in reverse topological order, calls each
-``backward`` once with the summed gradients of its outputs, and accumulates into ``.grad`` of
-leaf tensors that require it.
+function instance itself is the node (``ctx``), holding its inputs, the edges to the nodes
+that produced them (``next_functions``, fixed at this moment) and whatever ``forward`` saved
+(with the saved tensors' versions). ``Tensor.backward`` walks the nodes in reverse topological
+order, runs the tensor hooks registered on each node's outputs, calls each ``backward`` once
+with the summed gradients of its outputs, and finally accumulates into ``.grad`` of the leaf
+tensors that require it (after their own hooks).
 """
 from __future__ import annotations
 
