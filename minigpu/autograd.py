@@ -97,9 +97,9 @@ class Function:
         """Keep tensors for backward; each remembers its version, and ``saved_tensors`` raises
         PyTorch's error if an in-place operation has changed it since."""
         self._saved = tensors
-        self._saved_meta = tuple((t._version_counter, t._version_counter[0], t.grad_fn,
-                                  t._output_index) if hasattr(t, "_version_counter") else None
-                                 for t in tensors)
+        self._saved_meta = [(t._version_counter, t._version_counter[0], t.grad_fn,
+                             t._output_index) if hasattr(t, "_version_counter") else None
+                            for t in tensors]
 
     @property
     def saved_tensors(self):
@@ -157,11 +157,11 @@ class Function:
             out.requires_grad = True
             out.grad_fn = ctx
             out._output_index = index
-        if ctx._saved_meta:  # saved outputs name this node in the version error
-            ctx._saved_meta = tuple(
-                (m[0], m[1], ctx, _index_of(t, results)) if m is not None and m[2] is None
-                and _index_of(t, results) is not None else m
-                for t, m in zip(ctx._saved, ctx._saved_meta))
+        for i, meta in enumerate(ctx._saved_meta):  # a saved output: this node made it
+            if meta is not None and meta[2] is None:
+                for k, out in enumerate(results):
+                    if out is ctx._saved[i]:
+                        ctx._saved_meta[i] = (meta[0], meta[1], ctx, k)
         return results[0] if single else results
 
     def forward(ctx, *args, **kwargs):
@@ -178,13 +178,6 @@ class Function:
 
     def __repr__(self):
         return f"<{self.name()}>"
-
-
-def _index_of(t, results):
-    for i, r in enumerate(results):
-        if r is t:
-            return i
-    return None
 
 
 def _check_dirty(ctx, args):
