@@ -1,6 +1,9 @@
 """In-place ops, version counters and autograd through them, against PyTorch's documented
 behaviour (NumPy references; torch is not a dependency), on cpu and on cuda (simulator)."""
+import os
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -352,3 +355,34 @@ def test_gradients_are_not_aliased_between_leaves():
     (a + b).sum().backward()
     a.grad.zero_()
     np.testing.assert_array_equal(host(b.grad), np.ones(3))
+
+
+CPU_ONLY = """
+import minigpu as mg, minigpu.nn as nn
+w = mg.ones(3, requires_grad=True)
+x = mg.tensor([1.0, 2.0, 3.0])
+y = (w * x).sum()
+x.fill_(0)
+try:
+    y.backward()
+except RuntimeError as e:
+    assert "modified by an inplace operation" in str(e)
+lin = nn.Linear(3, 2)
+weight = lin.weight
+with mg.no_grad():
+    lin.weight += 1
+    lin.weight[0, 0] = 5
+assert lin.weight is weight and weight[0, 0].item() == 5
+z = mg.zeros(2, 3)
+z.t()[1] += 1
+assert z.tolist() == [[0, 1, 0], [0, 1, 0]]
+print("CPU-ONLY-OK")
+"""
+
+
+def test_inplace_semantics_on_a_machine_without_gpu_or_simulator():
+    env = dict(os.environ)
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    result = subprocess.run([sys.executable, "-c", CPU_ONLY], env=env, capture_output=True,
+                            text=True, timeout=120, check=False)
+    assert "CPU-ONLY-OK" in result.stdout, result.stderr[-3000:]
