@@ -143,8 +143,10 @@ class Function:
         # The graph edges are fixed now: an input later modified in place (and given a new
         # grad_fn) does not change what this node feeds its gradients to.
         ctx.inputs = args
-        ctx.next_functions = tuple((a.grad_fn, a._output_index) if n else None
-                                   for a, n in zip(args, needs))
+        ctx.next_functions = tuple(
+            None if not n else (a.grad_fn, a._output_index) if a._base is None
+            or a._fn_version == a._version_counter[0] else a._refresh_view()
+            for a, n in zip(args, needs))
         single = not isinstance(outputs, tuple)
         results = (outputs,) if single else outputs
         ctx.num_outputs = len(results)
@@ -157,6 +159,7 @@ class Function:
             out.requires_grad = True
             out.grad_fn = ctx
             out._output_index = index
+            out._fn_version = out._version_counter[0]
         for i, meta in enumerate(ctx._saved_meta):  # a saved output: this node made it
             if meta is not None and meta[2] is None:
                 for k, out in enumerate(results):

@@ -84,6 +84,7 @@ class Tensor:
     __array_priority__ = 1000  # numpy scalars defer to Tensor operators
     _base = None  # the tensor whose buffer a view looks into (None: not a view)
     _grad_hooks = None  # {handle id: hook} of a leaf, from register_hook
+    _fn_version = 0  # the version at which grad_fn was set (a view's goes stale after writes)
 
     def __init__(self, buf, shape, strides, offset, device, requires_grad=False):
         self._buf = buf
@@ -403,6 +404,11 @@ class Tensor:
     def _version(self):
         """How many in-place writes this tensor's buffer has seen (shared by its views)."""
         return self._version_counter[0]
+
+    def _refresh_view(self):
+        """(grad_fn, output index) of a view whose base was written in place since its
+        grad_fn was set: the view is re-derived from the base's current node."""
+        return _ops().refresh_view(self)
 
     def __setitem__(self, index, value):
         _ops().setitem_(self, index, value)

@@ -386,3 +386,17 @@ def test_inplace_semantics_on_a_machine_without_gpu_or_simulator():
     result = subprocess.run([sys.executable, "-c", CPU_ONLY], env=env, capture_output=True,
                             text=True, timeout=120, check=False)
     assert "CPU-ONLY-OK" in result.stdout, result.stderr[-3000:]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_views_taken_before_a_write_see_it_in_their_gradient(device):
+    x = mg.tensor([1.0, 2.0, 3.0], device=device, requires_grad=True)
+    w = mg.tensor([5.0], device=device, requires_grad=True)
+    h = x * 2
+    first, rest = h[:1], h[1:]
+    h[0:1] = w * 3  # overwrites what `first` looks at
+    h[1:].mul_(2)
+    (first * 10 + rest.sum()).sum().backward()
+    np.testing.assert_array_equal(host(first), [15.0])
+    np.testing.assert_array_equal(host(w.grad), [30.0])  # through the write, not through x
+    np.testing.assert_array_equal(host(x.grad), [0.0, 4.0, 4.0])

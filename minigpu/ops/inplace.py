@@ -16,8 +16,9 @@ Autograd follows PyTorch:
 * tensors saved for backward remember their version; ``backward`` raises PyTorch's error if an
   in-place op changed one of them since (see ``Function.saved_tensors``).
 
-Views created from a base before a recorded write keep their old ``grad_fn`` (PyTorch
-regenerates it); only the tensor written to and its base are re-based.
+A view whose buffer was written since its ``grad_fn`` was set is re-derived from its base's
+current node when an op next uses it (PyTorch does the same), so a view taken before a write
+through another view sees the written values in its gradient too.
 """
 from __future__ import annotations
 
@@ -129,8 +130,20 @@ def _type_name(dtype):
 
 def _set_node(t: Tensor, fn, index):
     t.grad_fn, t._output_index, t.requires_grad = fn, index, True
+    t._fn_version = t._version_counter[0]
     if t._retains_grad:
         t.retain_grad()  # PyTorch moves retain_grad to the new grad_fn
+
+
+def refresh_view(view: Tensor):
+    """Re-derive a view's grad_fn from its base after in-place writes to the buffer (as
+    PyTorch does when a view's version no longer matches): a window of the base's current node.
+    Returns the view's (grad_fn, output index)."""
+    base = view._base
+    if base.requires_grad and tuple(base._strides) == contiguous_strides(base.shape):
+        _set_node(view, ViewOf.apply(base, _window_of(view, base)).grad_fn, 0)
+    view._fn_version = view._version_counter[0]
+    return view.grad_fn, view._output_index
 
 
 def apply_(t: Tensor, compute, *operands, cast=_result_dtype):
@@ -140,6 +153,8 @@ def apply_(t: Tensor, compute, *operands, cast=_result_dtype):
     check_inplace(t)
     recording = is_grad_enabled() and (t.requires_grad or any(
         isinstance(o, Tensor) and o.requires_grad for o in operands))
+    if recording and t._base is not None and t._fn_version != t._version_counter[0]:
+        refresh_view(t)
     if not recording:
         with no_grad():
             write_(t, cast(compute(t), t))
