@@ -400,3 +400,27 @@ def test_views_taken_before_a_write_see_it_in_their_gradient(device):
     np.testing.assert_array_equal(host(first), [15.0])
     np.testing.assert_array_equal(host(w.grad), [30.0])  # through the write, not through x
     np.testing.assert_array_equal(host(x.grad), [0.0, 4.0, 4.0])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_mask_assignment_selects_like_pytorch(device):
+    t = mg.arange(6.0, device=device).reshape(3, 2)
+    t[mg.tensor([True, False, True], device=device)] = -1.0  # a mask over rows
+    np.testing.assert_array_equal(host(t), [[-1, -1], [2, 3], [-1, -1]])
+    t.masked_fill_(t > 2, mg.tensor(9.0, device=device))
+    np.testing.assert_array_equal(host(t), [[-1, -1], [2, 9], [-1, -1]])
+    with pytest.raises(RuntimeError, match="only supports a 0-dimensional value tensor"):
+        t.masked_fill_(t > 0, mg.ones(2, device=device))
+    with pytest.raises(IndexError, match="integer-array indices are not supported"):
+        t[mg.tensor([0, 2], device=device)] = 0.0
+
+
+def test_load_state_dict_and_zero_grad_work_in_place():
+    lin = nn.Linear(2, 2)
+    weight, view = lin.weight, lin.weight[0]
+    lin.load_state_dict({"weight": np.ones((2, 2), np.float32), "bias": np.zeros(2)})
+    assert lin.weight is weight and host(view).tolist() == [1, 1] and weight._version > 0
+    lin(mg.ones(1, 2)).sum().backward()
+    grad = weight.grad
+    lin.zero_grad(set_to_none=False)
+    assert weight.grad is grad and np.count_nonzero(host(grad)) == 0

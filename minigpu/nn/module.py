@@ -5,7 +5,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from ..autograd import Function, _add_hook, is_grad_enabled
+from ..autograd import Function, _add_hook, is_grad_enabled, no_grad
 from ..tensor import Device, Tensor
 
 
@@ -15,6 +15,7 @@ class Parameter(Tensor):
     def __init__(self, data: Tensor, requires_grad=True):
         super().__init__(data._buf, data.shape, data._strides, data._offset, data.device,
                          requires_grad=requires_grad)
+        self._version_counter = data._version_counter  # an alias of data, as in PyTorch
 
     def __repr__(self):
         return "Parameter containing:\n" + super().__repr__()
@@ -134,8 +135,13 @@ class Module:
         return self
 
     def zero_grad(self, set_to_none=True):
+        """Drop the gradients (default) or zero them in place."""
         for p in self.parameters():
-            p.grad = None
+            if p.grad is not None:
+                if set_to_none:
+                    p.grad = None
+                else:
+                    p.grad.zero_()
 
     def to(self, *args, **kwargs):
         """Move (or cast) every parameter and buffer in place; returns self."""
@@ -211,7 +217,8 @@ class Module:
         for part in path:
             module = module._modules[part]
         if name in module._parameters:
-            module._parameters[name].data = value
+            with no_grad():  # in place, as PyTorch does: the Parameter and its views stay
+                module._parameters[name].copy_(value)
         else:
             module._buffers[name] = value
 

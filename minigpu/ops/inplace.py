@@ -203,6 +203,11 @@ def clamp_(x, min=None, max=None):
 
 
 def masked_fill_(x, mask, value):
+    if isinstance(value, Tensor):
+        if value.ndim:
+            raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but "
+                               f"got tensor with {value.ndim} dimension(s).")
+        return apply_(x, lambda v: ew.where(mask, value.to(v.dtype), v), value)
     return apply_(x, lambda v: ew.masked_fill(v, mask, value), value)
 
 
@@ -241,8 +246,16 @@ def setitem_(x, index, value):
     """``x[index] = value`` (basic indexing, or a boolean mask of x's shape): writes through
     the view ``x[index]``; value is a scalar or a tensor broadcast to the view."""
     if isinstance(index, Tensor) and index.dtype == np.bool_:
-        masked_fill_(x, index, value)
+        if isinstance(value, Tensor) and value.numel() != 1:
+            raise IndexError("minigpu: t[mask] = value takes a scalar (or one-element) value")
+        # a mask over the leading dims selects whole sub-tensors, as in PyTorch
+        mask = index.reshape(*index.shape, *[1] * (x.ndim - index.ndim))
+        masked_fill_(x, mask, value.reshape(()) if isinstance(value, Tensor) else value)
         return
+    if isinstance(index, (Tensor, list, np.ndarray)) or (isinstance(index, tuple) and any(
+            isinstance(i, (Tensor, list, np.ndarray)) for i in index)):
+        raise IndexError("minigpu: t[index] = value takes basic indexing (ints, slices, None, "
+                         "...) or a boolean mask; integer-array indices are not supported")
     recording = is_grad_enabled() and (x.requires_grad or (
         isinstance(value, Tensor) and value.requires_grad))
     if recording:

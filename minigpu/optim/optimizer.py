@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ..autograd import no_grad
-from ..creation import zeros_like
 from ..tensor import Tensor
 
 
@@ -82,8 +81,8 @@ class Optimizer:
                     continue
                 if set_to_none:
                     p.grad = None
-                else:  # a fresh zero tensor: a gradient buffer may be shared by two leaves
-                    p.grad = zeros_like(p.grad)
+                else:  # in place: backward gives every leaf a .grad buffer of its own
+                    p.grad.zero_()
 
     def step(self, closure=None):
         raise NotImplementedError
