@@ -128,17 +128,20 @@ class Function:
         from .tensor import Tensor
 
         ctx = cls()
-        needs = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
-        ctx.needs_input_grad = needs
-        enabled = is_grad_enabled()
-        _state.enabled = False
-        try:
+        if getattr(_state, "enabled", True):
+            needs = ctx.needs_input_grad = tuple(
+                isinstance(a, Tensor) and a.requires_grad for a in args)
+            _state.enabled = False
+            try:
+                outputs = _observed("forward", ctx, cls.forward, *args, **kwargs)
+            finally:
+                _state.enabled = True
+        else:  # as in PyTorch, nothing needs a gradient while recording is off
+            needs = ctx.needs_input_grad = (False,) * len(args)
             outputs = _observed("forward", ctx, cls.forward, *args, **kwargs)
-        finally:
-            _state.enabled = enabled
         if ctx._dirty:
             _check_dirty(ctx, args)
-        if not (enabled and True in needs):
+        if True not in needs:
             return outputs
         # The graph edges are fixed now: an input later modified in place (and given a new
         # grad_fn) does not change what this node feeds its gradients to.
@@ -153,9 +156,11 @@ class Function:
         for index, out in enumerate(results):
             if not isinstance(out, Tensor) or id(out) in ctx.non_differentiable:
                 continue
-            if id(out) not in ctx._dirty and any(out is a for a in args):
-                out = out._alias()  # forward returned an input: the output is a new tensor
-                results = results[:index] + (out,) + results[index + 1:]
+            for a in args:
+                if out is a and id(out) not in ctx._dirty:
+                    out = out._alias()  # forward returned an input: the output is new
+                    results = results[:index] + (out,) + results[index + 1:]
+                    break
             out.requires_grad = True
             out.grad_fn = ctx
             out._output_index = index
@@ -305,7 +310,8 @@ def backward(tensor, gradient=None, retain_graph=False):
             grads_in = _observed("backward", node, type(node).backward, *grads_out)
             if not isinstance(grads_in, tuple):
                 grads_in = (grads_in,)
-            grads_in = _check_arity(node, grads_in)
+            if len(grads_in) != len(node.inputs):
+                grads_in = _check_arity(node, grads_in)
             for i, (inp, edge, g) in enumerate(zip(node.inputs, node.next_functions, grads_in)):
                 if edge is None or g is None:
                     continue
