@@ -197,11 +197,13 @@ def _check_dirty(ctx, args):
                                "operation.")
 
 
+SCALAR_TYPES = {"float32": "Float", "float64": "Double", "int64": "Long", "bool": "Bool"}
+"""PyTorch's names of the dtypes, as its error messages spell them."""
+
+
 def _tensor_type(t):
-    names = {"float32": "FloatTensor", "float64": "DoubleTensor", "int64": "LongTensor",
-             "bool": "BoolTensor"}
     prefix = "minigpu.cuda." if t.device.type == "cuda" else "minigpu."
-    return f"{prefix}{names[str(t.dtype)]} {list(t.shape)}"
+    return f"{prefix}{SCALAR_TYPES[str(t.dtype)]}Tensor {list(t.shape)}"
 
 
 def _modified_error(node, t, meta):

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..autograd import Function, is_grad_enabled, no_grad
+from ..autograd import SCALAR_TYPES, Function, is_grad_enabled, no_grad
 from ..backends.contract import View, contiguous_strides
 from ..tensor import Tensor
 from . import elementwise as ew
@@ -41,8 +41,8 @@ def _window_of(view: Tensor, base: Tensor):
     return tuple(view.shape), tuple(view._strides), view._offset - base._offset
 
 
-def _dense_grad(g: Tensor) -> Tensor:
-    return Tensor._dense(g.backend.contiguous(g._view()), g.shape, g.device)
+def _dense_copy(t: Tensor) -> Tensor:
+    return Tensor._dense(t.backend.contiguous(t._view()), t.shape, t.device)
 
 
 class CopySlices(Function):
@@ -59,7 +59,7 @@ class CopySlices(Function):
 
     def backward(self, g):
         shape, strides, offset = self.window
-        g_base = _dense_grad(g)
+        g_base = _dense_copy(g)
         region = View(g_base._buf, shape, strides, offset)
         g_values = None
         if self.needs_input_grad[1]:
@@ -110,7 +110,7 @@ def write_(t: Tensor, values: Tensor):
         raise RuntimeError(f"output with shape {list(t.shape)} doesn't match the broadcast "
                            f"shape {list(broadcast_shapes(values.shape, t.shape))}")
     if values._buf is t._buf:  # t[1:] = t[:-1]: read everything before writing
-        values = _dense_grad(values)
+        values = _dense_copy(values)
     t.backend.assign_(t._view(), expand_view(values, t.shape))
     t._version_counter[0] += 1
 
@@ -118,14 +118,10 @@ def write_(t: Tensor, values: Tensor):
 def _result_dtype(out: Tensor, t: Tensor) -> Tensor:
     if out.dtype != t.dtype:
         if not np.can_cast(out.dtype, t.dtype, "same_kind"):
-            raise RuntimeError(f"result type {_type_name(out.dtype)} can't be cast to the "
-                               f"desired output type {_type_name(t.dtype)}")
+            raise RuntimeError(f"result type {SCALAR_TYPES[str(out.dtype)]} can't be cast to "
+                               f"the desired output type {SCALAR_TYPES[str(t.dtype)]}")
         out = out.to(t.dtype)
     return out
-
-
-def _type_name(dtype):
-    return {"float32": "Float", "float64": "Double", "int64": "Long", "bool": "Bool"}[str(dtype)]
 
 
 def _set_node(t: Tensor, fn, index):
@@ -159,7 +155,7 @@ def apply_(t: Tensor, compute, *operands, cast=_result_dtype):
         with no_grad():
             write_(t, cast(compute(t), t))
         return t
-    old = Tensor._dense(t.backend.contiguous(t._view()), t.shape, t.device)  # values + place
+    old = _dense_copy(t)  # the values before the write, at t's place in the graph
     old.requires_grad, old.grad_fn, old._output_index = t.requires_grad, t.grad_fn, \
         t._output_index
     out = cast(compute(old), t)
