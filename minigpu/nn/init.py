@@ -1,9 +1,9 @@
 """Parameter initialisation (``minigpu.nn.init``), with PyTorch's names and formulas.
 
 Every function fills its tensor in place (``tensor.copy_(...)`` under ``no_grad``: the
-Parameter object, and so every optimizer holding it, stays the same) and returns it. Random fills draw on the tensor's
-own device from minigpu's counter-based generator, so a seed gives the same weights on cpu and
-cuda.
+Parameter object, and so every optimizer holding it, stays the same) and returns it. Random
+fills draw on the tensor's own device from minigpu's counter-based generator, so a seed gives
+the same weights on cpu and cuda.
 """
 from __future__ import annotations
 
