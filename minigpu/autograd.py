@@ -216,7 +216,7 @@ def _modified_error(node, t, meta):
         f"modify a clone() instead, or call backward before the in-place operation.")
 
 
-# --- hooks ------------------------------------------------------------------------------------------
+# --- hooks ----------------------------------------------------------------------------------------
 class RemovableHandle:
     """What ``register_*hook`` returns: ``handle.remove()`` unregisters the hook."""
 
@@ -257,7 +257,7 @@ def _run_grad_hooks(hooks, grad):
     return grad
 
 
-# --- the backward engine ----------------------------------------------------------------------------
+# --- the backward engine --------------------------------------------------------------------------
 def _topological_order(root_fn):
     """Nodes reachable from root_fn, each before every node it feeds from (iterative DFS)."""
     order, visited, stack = [], set(), [(root_fn, False)]
