@@ -424,3 +424,19 @@ def test_load_state_dict_and_zero_grad_work_in_place():
     grad = weight.grad
     lin.zero_grad(set_to_none=False)
     assert weight.grad is grad and np.count_nonzero(host(grad)) == 0
+
+
+def test_only_tensors_backward_reads_are_saved_as_in_pytorch():
+    x = _leaf(3)
+    h = x * 2
+    outs = [h + 1, h * 3, -h, h - x, h.exp(), h.relu(), h.sigmoid()]  # none of them reads h
+    h.add_(1)
+    sum(o.sum() for o in outs).backward()
+    s = 1 / (1 + np.exp(-2 * host(x)))
+    np.testing.assert_allclose(host(x.grad), 2 + 6 - 2 + 1 + 2 * np.exp(2 * host(x)) + 2
+                               + 2 * s * (1 - s), rtol=1e-12)
+    for reads_h in (lambda: h * x, lambda: h.log(), lambda: h.clamp(0, 1), lambda: h ** 2):
+        out = reads_h()
+        h.add_(1)
+        with pytest.raises(RuntimeError, match=MODIFIED):
+            out.sum().backward()

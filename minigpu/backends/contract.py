@@ -119,7 +119,7 @@ BINARY_OPS = {
     "eq": "x == y -> bool",
     "ne": "x != y -> bool",
     # Fused backward maps: one pass instead of building a mask and multiplying.
-    "relu_grad": "x (the upstream grad) where y > 0 else 0   (y = relu input)",
+    "relu_grad": "x (the upstream grad) where y > 0 else 0   (y = relu input or output)",
     "leaky_relu_grad": "x where y > 0 else a*x   (y = input)",
     "tanh_grad": "x * (1 - y*y)   (y = tanh output)",
     "sigmoid_grad": "x * y * (1 - y)   (y = sigmoid output)",

@@ -47,14 +47,17 @@ def as_float(x: Tensor) -> Tensor:
 
 # --- unary maps -------------------------------------------------------------------------------
 class Unary(Function):
-    """y = op(x) with scalar parameters alpha/beta; subclasses give the derivative."""
+    """y = op(x) with scalar parameters alpha/beta; subclasses give the derivative and say in
+    ``saves`` which of x and y it reads (only those are saved, so only an in-place change to
+    those makes backward refuse, as in PyTorch)."""
 
     op = None
+    saves = "xy"
 
     def forward(self, x, alpha=0.0, beta=0.0):
         self.alpha, self.beta = alpha, beta
         y = new(x.backend.unary(self.op, x._view(), alpha, beta), x.shape, x)
-        self.save_for_backward(x, y)
+        self.save_for_backward(x if "x" in self.saves else None, y if "y" in self.saves else None)
         return y
 
     def map(self, op, t, alpha=0.0, beta=0.0):
@@ -67,6 +70,7 @@ class Unary(Function):
 
 class Neg(Unary):
     op = "neg"
+    saves = ""
 
     def backward(self, g):
         return -g
@@ -74,6 +78,7 @@ class Neg(Unary):
 
 class Exp(Unary):
     op = "exp"
+    saves = "y"
 
     def backward(self, g):
         return g * self.saved_tensors[1]
@@ -81,6 +86,7 @@ class Exp(Unary):
 
 class Log(Unary):
     op = "log"
+    saves = "x"
 
     def backward(self, g):
         return g / self.saved_tensors[0]
@@ -88,6 +94,7 @@ class Log(Unary):
 
 class Sqrt(Unary):
     op = "sqrt"
+    saves = "y"
 
     def backward(self, g):
         return g / (self.saved_tensors[1] * 2)
@@ -95,6 +102,7 @@ class Sqrt(Unary):
 
 class Tanh(Unary):
     op = "tanh"
+    saves = "y"
 
     def backward(self, g):
         return self.fused("tanh_grad", g, self.saved_tensors[1])
@@ -102,6 +110,7 @@ class Tanh(Unary):
 
 class Sigmoid(Unary):
     op = "sigmoid"
+    saves = "y"
 
     def backward(self, g):
         return self.fused("sigmoid_grad", g, self.saved_tensors[1])
@@ -109,13 +118,15 @@ class Sigmoid(Unary):
 
 class Relu(Unary):
     op = "relu"
+    saves = "y"
 
     def backward(self, g):
-        return self.fused("relu_grad", g, self.saved_tensors[0])
+        return self.fused("relu_grad", g, self.saved_tensors[1])  # y > 0 where x > 0
 
 
 class LeakyRelu(Unary):
     op = "leaky_relu"
+    saves = "x"
 
     def backward(self, g):
         return self.fused("leaky_relu_grad", g, self.saved_tensors[0], self.alpha)
@@ -123,6 +134,7 @@ class LeakyRelu(Unary):
 
 class Abs(Unary):
     op = "abs"
+    saves = "x"
 
     def backward(self, g):
         return g * self.map("sign", self.saved_tensors[0])
@@ -130,6 +142,7 @@ class Abs(Unary):
 
 class Affine(Unary):
     op = "affine"
+    saves = ""
 
     def backward(self, g):
         return g * self.alpha
@@ -147,6 +160,7 @@ class RDiv(Unary):
 class PowScalar(Unary):
     """x ** alpha"""
     op = "pow"
+    saves = "x"
 
     def backward(self, g):
         x = self.saved_tensors[0]
@@ -158,6 +172,7 @@ class PowScalar(Unary):
 class RPow(Unary):
     """alpha ** x"""
     op = "rpow"
+    saves = "y"
 
     def backward(self, g):
         return g * self.saved_tensors[1] * math.log(self.alpha)
@@ -165,6 +180,7 @@ class RPow(Unary):
 
 class Clamp(Unary):
     op = "clamp"
+    saves = "x"
 
     def backward(self, g):
         return self.fused("clamp_grad", g, self.saved_tensors[0], self.alpha, self.beta)
@@ -186,17 +202,23 @@ def broadcast_views(a: Tensor, b: Tensor):
 
 
 class Binary(Function):
+    """c = op(a, b) with broadcasting; ``reads_inputs``: backward needs a's and b's values
+    (add and sub need only their shapes, so they save nothing, as in PyTorch)."""
+
     op = None
+    reads_inputs = False
 
     def forward(self, a, b):
         shape, va, vb = broadcast_views(a, b)
-        self.save_for_backward(a, b)
+        self.shapes = a.shape, b.shape
+        if self.reads_inputs:
+            self.save_for_backward(a, b)
         return new(a.backend.binary(self.op, va, vb), shape, a)
 
     def grads(self, g, ga, gb):
-        a, b = self.saved_tensors
-        return (sum_to(ga, a.shape) if self.needs_input_grad[0] else None,
-                sum_to(gb, b.shape) if self.needs_input_grad[1] else None)
+        shape_a, shape_b = self.shapes
+        return (sum_to(ga, shape_a) if self.needs_input_grad[0] else None,
+                sum_to(gb, shape_b) if self.needs_input_grad[1] else None)
 
 
 class Add(Binary):
@@ -215,6 +237,7 @@ class Sub(Binary):
 
 class Mul(Binary):
     op = "mul"
+    reads_inputs = True
 
     def backward(self, g):
         a, b = self.saved_tensors
@@ -222,9 +245,9 @@ class Mul(Binary):
                           g * a if self.needs_input_grad[1] else None)
 
     def grads(self, g, ga, gb):
-        a, b = self.saved_tensors
-        return (sum_to(ga, a.shape) if ga is not None else None,
-                sum_to(gb, b.shape) if gb is not None else None)
+        shape_a, shape_b = self.shapes
+        return (sum_to(ga, shape_a) if ga is not None else None,
+                sum_to(gb, shape_b) if gb is not None else None)
 
 
 class Div(Mul):
