@@ -12,6 +12,7 @@ tensors that require it (after their own hooks).
 from __future__ import annotations
 
 import contextlib
+import inspect
 import threading
 
 import numpy as np
@@ -92,6 +93,12 @@ class Function:
     non_differentiable = ()
     _output_hooks = None  # {output index: {handle id: hook}}, from Tensor.register_hook
     _retained = None  # {output index: weakref to the tensor}, from Tensor.retain_grad
+    materialize_grads = False  # True for Functions in PyTorch's form: see set_materialize_grads
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if isinstance(inspect.getattr_static(cls, "backward"), staticmethod):
+            cls.materialize_grads = True
 
     def save_for_backward(self, *tensors):
         """Keep tensors for backward; each remembers its version, and ``saved_tensors`` raises
@@ -118,6 +125,12 @@ class Function:
 
     def mark_non_differentiable(self, *tensors):
         self.non_differentiable = {id(t) for t in tensors}
+
+    def set_materialize_grads(self, value):
+        """Whether outputs that received no gradient reach ``backward`` as zero tensors (the
+        default for Functions whose backward is a staticmethod, as in PyTorch) or as None (the
+        engine's own ops, and after ``ctx.set_materialize_grads(False)``)."""
+        self.materialize_grads = bool(value)
 
     def mark_dirty(self, *tensors):
         """Declare inputs that ``forward`` modified in place (and returns as outputs)."""
@@ -153,6 +166,9 @@ class Function:
         single = not isinstance(outputs, tuple)
         results = (outputs,) if single else outputs
         ctx.num_outputs = len(results)
+        if ctx.materialize_grads:
+            ctx.output_meta = [(o.shape, o.dtype, o.device) if isinstance(o, Tensor) else None
+                               for o in results]
         for index, out in enumerate(results):
             if not isinstance(out, Tensor) or id(out) in ctx.non_differentiable:
                 continue
@@ -307,6 +323,9 @@ def backward(tensor, gradient=None, retain_graph=False):
             if getattr(node, "inputs", None) is None:
                 raise RuntimeError("Trying to backward through the graph a second time; "
                                    "pass retain_graph=True to the first backward call.")
+            if node.materialize_grads and any(g is None for g in grads_out):
+                grads_out = [Tensor._full(meta[0], 0, meta[1], meta[2]) if g is None and meta
+                             else g for g, meta in zip(grads_out, node.output_meta)]
             if node._output_hooks or node._retained:
                 _output_hooks(node, grads_out)
             grads_in = _observed("backward", node, type(node).backward, *grads_out)

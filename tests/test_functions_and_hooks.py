@@ -41,9 +41,8 @@ class MulAdd(Function):
         return a * b + c, a - b
 
     @staticmethod
-    def backward(ctx, g1, g2):
+    def backward(ctx, g1, g2):  # an unused output's gradient arrives as zeros, as in PyTorch
         a, b = ctx.saved_tensors
-        g2 = mg.zeros_like(a) if g2 is None else g2
         return (g1 * b + g2 if ctx.needs_input_grad[0] else None,
                 g1 * a - g2 if ctx.needs_input_grad[1] else None,
                 g1 if ctx.needs_input_grad[2] else None)
@@ -72,6 +71,27 @@ def test_staticmethod_functions_pass_gradcheck():
     assert gradcheck(lambda a, b, c: MulAdd.apply(a, b, c), leaves)
     c = mg.tensor(rng.normal(size=(2, 3)))  # no grad: backward must not be asked for it
     assert gradcheck(lambda a, b: MulAdd.apply(a, b, c)[0], leaves[:2])
+
+
+def test_unused_outputs_get_zero_gradients_unless_materialize_is_off():
+    class Split(Function):
+        @staticmethod
+        def forward(ctx, x, materialize):
+            ctx.set_materialize_grads(materialize)
+            return x * 2, x * 3
+
+        @staticmethod
+        def backward(ctx, g1, g2):
+            ctx.seen = g2
+            return g1 * 2 + (0 if g2 is None else g2 * 3), None
+
+    x = mg.ones(2, requires_grad=True)
+    first, _ = Split.apply(x, True)
+    first.sum().backward()
+    assert host(first.grad_fn.seen).tolist() == [0, 0] and host(x.grad).tolist() == [2, 2]
+    first, _ = Split.apply(x, False)
+    first.sum().backward()
+    assert first.grad_fn.seen is None
 
 
 def test_backward_arity_is_checked_like_pytorch():
