@@ -442,7 +442,9 @@ class Tensor:
     def zero_(self):
         return _ops().zero_(self)
 
-    def copy_(self, src):
+    def copy_(self, src, non_blocking=False):
+        """Copy src into self (any dtype, any device; ``non_blocking`` is accepted: device work
+        is queued on the current stream anyway)."""
         return _ops().copy_(self, src)
 
     def uniform_(self, a=0.0, b=1.0, generator=None):
@@ -462,6 +464,9 @@ class Tensor:
 
     def __itruediv__(self, other):
         return _ops().div_(self, other)
+
+    def __ipow__(self, other):
+        return _ops().pow_(self, other)
     # --- end of in-place ops -----------------------------------------------------------------
 
 

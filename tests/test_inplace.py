@@ -149,6 +149,8 @@ def test_augmented_assignment_is_in_place(device):
     b -= mg.tensor([0.0, 1.0, 2.0], device=device)
     b *= 4
     b /= 2
+    b **= 3
+    b /= 4
     np.testing.assert_array_equal(host(a), [2, 0, -2])
     a[0] += 5
     a[1:] -= 1
