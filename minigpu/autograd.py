@@ -2,14 +2,17 @@
 
 Every differentiable operation is a :class:`Function`. Calling ``SomeOp.apply(*args)`` runs its
 ``forward`` and, when gradients are wanted, records the call as a node of the graph: the
-function instance itself is the node (``ctx``), holding its inputs and whatever ``forward``
-saved. ``Tensor.backward`` walks the nodes in reverse topological order, calls each
-``backward`` once with the summed gradients of its outputs, and accumulates into ``.grad`` of
-leaf tensors that require it.
+function instance itself is the node (``ctx``), holding its inputs, the edges to the nodes
+that produced them (``next_functions``, fixed at this moment) and whatever ``forward`` saved
+(with the saved tensors' versions). ``Tensor.backward`` walks the nodes in reverse topological
+order, runs the tensor hooks registered on each node's outputs, calls each ``backward`` once
+with the summed gradients of its outputs, and finally accumulates into ``.grad`` of the leaf
+tensors that require it (after their own hooks).
 """
 from __future__ import annotations
 
 import contextlib
+import inspect
 import threading
 
 import numpy as np
@@ -25,12 +28,12 @@ has returned. Empty by default, which costs one check per call."""
 
 
 def _observed(phase, node, method, *args, **kwargs):
-    """``method(*args, **kwargs)``, announced to every observer."""
+    """``method(node, *args, **kwargs)``, announced to every observer."""
     if not observers:
-        return method(*args, **kwargs)
+        return method(node, *args, **kwargs)
     ends = [observe(phase, node, args) for observe in list(observers)]
     try:
-        return method(*args, **kwargs)
+        return method(node, *args, **kwargs)
     finally:
         for end in reversed(ends):
             end()
@@ -68,51 +71,209 @@ class enable_grad(set_grad_enabled):
 
 
 class Function:
-    """Base class of differentiable operations.
+    """Base class of differentiable operations, in PyTorch's form.
 
-    Subclasses implement ``forward(ctx, *args)`` returning a Tensor (or a tuple of Tensors) and
-    ``backward(ctx, *grad_outputs)`` returning one gradient (or None) per ``forward`` argument.
-    ``grad_outputs`` holds one entry per output; an output that received no gradient gets None.
+    A subclass defines ``forward(ctx, *args)`` returning a Tensor (or a tuple of Tensors) and
+    ``backward(ctx, *grad_outputs)`` returning one gradient (or None) per positional
+    ``forward`` argument; users call ``Fn.apply(*args)``. ``ctx`` is the graph node: an
+    instance of the subclass, created per call, on which ``forward`` stores what ``backward``
+    needs (``ctx.save_for_backward(*tensors)`` for tensors, so that their versions are checked;
+    plain attributes for anything else). ``grad_outputs`` holds one entry per output; an output
+    that received no gradient gets None. Keyword arguments of ``apply`` are settings, not
+    inputs: they get no gradient.
+
+    Both methods may be written as ``@staticmethod``s taking ``ctx`` (as in PyTorch) or as plain
+    methods whose ``self`` is the ctx (as minigpu's own ops are): ``apply`` calls
+    ``Fn.forward(ctx, *args)`` either way. ``forward`` runs with gradient recording off.
     """
 
+    _saved = ()
+    _saved_meta = ()
+    _dirty = ()
+    non_differentiable = ()
+    _output_hooks = None  # {output index: {handle id: hook}}, from Tensor.register_hook
+    _retained = None  # {output index: weakref to the tensor}, from Tensor.retain_grad
+    materialize_grads = False  # True for Functions in PyTorch's form: see set_materialize_grads
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if isinstance(inspect.getattr_static(cls, "backward"), staticmethod):
+            cls.materialize_grads = True
+
     def save_for_backward(self, *tensors):
-        self.saved_tensors = tensors
+        """Keep tensors for backward; each remembers its version, and ``saved_tensors`` raises
+        PyTorch's error if an in-place operation has changed it since."""
+        self._saved = tensors
+        self._saved_meta = [(t._version_counter, t._version_counter[0], t.grad_fn,
+                             t._output_index) if hasattr(t, "_version_counter") else None
+                            for t in tensors]
+
+    @property
+    def saved_tensors(self):
+        saved = self._saved
+        if saved is None:
+            raise RuntimeError(
+                "Trying to backward through the graph a second time (or directly access saved "
+                "tensors after they have already been freed). Saved intermediate values of the "
+                "graph are freed when you call .backward() or autograd.grad(). Specify "
+                "retain_graph=True if you need to backward through the graph a second time or "
+                "if you need to access saved tensors after calling backward.")
+        for t, meta in zip(saved, self._saved_meta):
+            if meta is not None and meta[0][0] != meta[1]:
+                raise _modified_error(self, t, meta)
+        return saved
 
     def mark_non_differentiable(self, *tensors):
         self.non_differentiable = {id(t) for t in tensors}
+
+    def set_materialize_grads(self, value):
+        """Whether outputs that received no gradient reach ``backward`` as zero tensors (the
+        default for Functions whose backward is a staticmethod, as in PyTorch) or as None (the
+        engine's own ops, and after ``ctx.set_materialize_grads(False)``)."""
+        self.materialize_grads = bool(value)
+
+    def mark_dirty(self, *tensors):
+        """Declare inputs that ``forward`` modified in place (and returns as outputs)."""
+        self._dirty = {id(t) for t in tensors}
 
     @classmethod
     def apply(cls, *args, **kwargs):
         from .tensor import Tensor
 
         ctx = cls()
-        ctx.non_differentiable = set()
-        outputs = _observed("forward", ctx, ctx.forward, *args, **kwargs)
-        tracked = is_grad_enabled() and any(
-            isinstance(a, Tensor) and a.requires_grad for a in args)
-        if not tracked:
+        if getattr(_state, "enabled", True):
+            needs = ctx.needs_input_grad = tuple(
+                isinstance(a, Tensor) and a.requires_grad for a in args)
+            _state.enabled = False
+            try:
+                outputs = _observed("forward", ctx, cls.forward, *args, **kwargs)
+            finally:
+                _state.enabled = True
+        else:  # as in PyTorch, nothing needs a gradient while recording is off
+            needs = ctx.needs_input_grad = (False,) * len(args)
+            outputs = _observed("forward", ctx, cls.forward, *args, **kwargs)
+        if ctx._dirty:
+            _check_dirty(ctx, args)
+        if True not in needs:
             return outputs
+        # The graph edges are fixed now: an input later modified in place (and given a new
+        # grad_fn) does not change what this node feeds its gradients to.
         ctx.inputs = args
-        ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
-        results = outputs if isinstance(outputs, tuple) else (outputs,)
+        ctx.next_functions = tuple(
+            None if not n else (a.grad_fn, a._output_index) if a._base is None
+            or a._fn_version == a._version_counter[0] else a._refresh_view()
+            for a, n in zip(args, needs))
+        single = not isinstance(outputs, tuple)
+        results = (outputs,) if single else outputs
         ctx.num_outputs = len(results)
+        if ctx.materialize_grads:
+            ctx.output_meta = [(o.shape, o.dtype, o.device) if isinstance(o, Tensor) else None
+                               for o in results]
         for index, out in enumerate(results):
-            if id(out) not in ctx.non_differentiable:
-                out.requires_grad = True
-                out.grad_fn = ctx
-                out._output_index = index
-        return outputs
+            if not isinstance(out, Tensor) or id(out) in ctx.non_differentiable:
+                continue
+            for a in args:
+                if out is a and id(out) not in ctx._dirty:
+                    out = out._alias()  # forward returned an input: the output is new
+                    results = results[:index] + (out,) + results[index + 1:]
+                    break
+            out.requires_grad = True
+            out.grad_fn = ctx
+            out._output_index = index
+            out._fn_version = out._version_counter[0]
+        for i, meta in enumerate(ctx._saved_meta):  # a saved output: this node made it
+            if meta is not None and meta[2] is None:
+                for k, out in enumerate(results):
+                    if out is ctx._saved[i]:
+                        ctx._saved_meta[i] = (meta[0], meta[1], ctx, k)
+        return results[0] if single else results
 
-    def forward(self, *args, **kwargs):
-        raise NotImplementedError
+    def forward(ctx, *args, **kwargs):
+        raise NotImplementedError(f"You must implement the forward function for custom "
+                                  f"autograd.Function ({type(ctx).__name__}).")
 
-    def backward(self, *grad_outputs):
-        raise NotImplementedError(f"{type(self).__name__} has no backward")
+    def backward(ctx, *grad_outputs):
+        raise NotImplementedError(f"You must implement either the backward or vjp method for "
+                                  f"your custom autograd.Function ({type(ctx).__name__}) to "
+                                  f"use it with backward mode AD.")
+
+    def name(self):
+        return f"{type(self).__name__}Backward"
 
     def __repr__(self):
-        return f"<{type(self).__name__}Backward>"
+        return f"<{self.name()}>"
 
 
+def _check_dirty(ctx, args):
+    """Inputs that forward modified in place (their in-place op already bumped the version;
+    they get this node as grad_fn): PyTorch refuses leaves that require grad."""
+    for a in args:
+        if id(a) in ctx._dirty and a.requires_grad and a.grad_fn is None and is_grad_enabled():
+            raise RuntimeError("a leaf Variable that requires grad has been used in an in-place "
+                               "operation.")
+
+
+SCALAR_TYPES = {"float32": "Float", "float64": "Double", "int64": "Long", "bool": "Bool"}
+"""PyTorch's names of the dtypes, as its error messages spell them."""
+
+
+def _tensor_type(t):
+    prefix = "minigpu.cuda." if t.device.type == "cuda" else "minigpu."
+    return f"{prefix}{SCALAR_TYPES[str(t.dtype)]}Tensor {list(t.shape)}"
+
+
+def _modified_error(node, t, meta):
+    counter, version, fn, index = meta
+    where = f", which is output {index} of {fn.name()}," if fn is not None else ""
+    return RuntimeError(
+        f"one of the variables needed for gradient computation has been modified by an inplace "
+        f"operation: [{_tensor_type(t)}]{where} is at version {counter[0]}; expected version "
+        f"{version} instead. Hint: {node.name()} saved it in forward to compute its gradient; "
+        f"modify a clone() instead, or call backward before the in-place operation.")
+
+
+# --- hooks ----------------------------------------------------------------------------------------
+class RemovableHandle:
+    """What ``register_*hook`` returns: ``handle.remove()`` unregisters the hook."""
+
+    _next_id = 0
+
+    def __init__(self, hooks: dict):
+        self._hooks = hooks
+        self.id = RemovableHandle._next_id
+        RemovableHandle._next_id += 1
+
+    def remove(self):
+        self._hooks.pop(self.id, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+def _add_hook(owner, attr, hook):
+    """Register ``hook`` in the ordered dict ``owner.<attr>`` (created on first use)."""
+    hooks = owner.__dict__.get(attr)
+    if hooks is None:
+        hooks = {}
+        setattr(owner, attr, hooks)
+    handle = RemovableHandle(hooks)
+    hooks[handle.id] = hook
+    return handle
+
+
+def _run_grad_hooks(hooks, grad):
+    """A gradient after ``register_hook`` hooks (each may return a replacement)."""
+    for hook in list(hooks.values()):
+        result = hook(grad)
+        if result is not None:
+            grad = result
+    return grad
+
+
+# --- the backward engine --------------------------------------------------------------------------
 def _topological_order(root_fn):
     """Nodes reachable from root_fn, each before every node it feeds from (iterative DFS)."""
     order, visited, stack = [], set(), [(root_fn, False)]
@@ -125,10 +286,9 @@ def _topological_order(root_fn):
             continue
         visited.add(id(node))
         stack.append((node, True))
-        for inp in getattr(node, "inputs", None) or ():
-            fn = getattr(inp, "grad_fn", None)
-            if fn is not None and id(fn) not in visited:
-                stack.append((fn, False))
+        for edge in getattr(node, "next_functions", None) or ():
+            if edge is not None and edge[0] is not None and id(edge[0]) not in visited:
+                stack.append((edge[0], False))
     return list(reversed(order))
 
 
@@ -148,45 +308,93 @@ def backward(tensor, gradient=None, retain_graph=False):
         raise RuntimeError(f"Mismatch in shape: grad_output[0] has a shape of "
                            f"{tuple(gradient.shape)} and output[0] has a shape of "
                            f"{tuple(tensor.shape)}.")
-    if tensor.grad_fn is None:
-        _accumulate_leaf(tensor, gradient)
-        return
-
     with no_grad():
-        pending = {id(tensor.grad_fn): [None] * tensor.grad_fn.num_outputs}
-        pending[id(tensor.grad_fn)][tensor._output_index] = gradient
-        for node in _topological_order(tensor.grad_fn):
+        if tensor.grad_fn is None:
+            _accumulate_leaf(tensor, gradient)
+            return
+        root = tensor.grad_fn
+        pending = {id(root): [None] * root.num_outputs}
+        pending[id(root)][tensor._output_index] = gradient
+        leaves = {}  # id -> [leaf, summed gradient]: accumulated once, after the walk
+        for node in _topological_order(root):
             grads_out = pending.pop(id(node), None)
             if grads_out is None or all(g is None for g in grads_out):
                 continue
             if getattr(node, "inputs", None) is None:
                 raise RuntimeError("Trying to backward through the graph a second time; "
                                    "pass retain_graph=True to the first backward call.")
-            grads_in = _observed("backward", node, node.backward, *grads_out)
+            if node.materialize_grads and any(g is None for g in grads_out):
+                grads_out = [Tensor._full(meta[0], 0, meta[1], meta[2]) if g is None and meta
+                             else g for g, meta in zip(grads_out, node.output_meta)]
+            if node._output_hooks or node._retained:
+                _output_hooks(node, grads_out)
+            grads_in = _observed("backward", node, type(node).backward, *grads_out)
             if not isinstance(grads_in, tuple):
                 grads_in = (grads_in,)
-            for inp, needs, g in zip(node.inputs, node.needs_input_grad, grads_in):
-                if not needs or g is None:
+            if len(grads_in) != len(node.inputs):
+                grads_in = _check_arity(node, grads_in)
+            for i, (inp, edge, g) in enumerate(zip(node.inputs, node.next_functions, grads_in)):
+                if edge is None or g is None:
                     continue
                 if tuple(g.shape) != tuple(inp.shape):
-                    raise RuntimeError(f"{node!r} returned a gradient of shape {tuple(g.shape)} "
-                                       f"for an input of shape {tuple(inp.shape)}")
-                if inp.grad_fn is None or inp._retains_grad:
-                    _accumulate_leaf(inp, g)
-                if inp.grad_fn is not None:
-                    slots = pending.setdefault(id(inp.grad_fn), [None] * inp.grad_fn.num_outputs)
-                    k = inp._output_index
-                    slots[k] = g if slots[k] is None else slots[k] + g
+                    raise RuntimeError(f"Function {node.name()} returned an invalid gradient at "
+                                       f"index {i} - got {list(g.shape)} but expected shape "
+                                       f"compatible with {list(inp.shape)}")
+                fn, k = edge
+                if fn is None:
+                    entry = leaves.get(id(inp))
+                    if entry is None:
+                        leaves[id(inp)] = [inp, g]
+                    else:
+                        entry[1] = entry[1] + g
+                    continue
+                slots = pending.get(id(fn))
+                if slots is None:
+                    slots = pending[id(fn)] = [None] * fn.num_outputs
+                slots[k] = g if slots[k] is None else slots[k] + g
             if not retain_graph:
                 node.inputs = None
-                node.saved_tensors = ()
+                node._saved = None
+        for leaf, g in leaves.values():
+            _accumulate_leaf(leaf, g)
+
+
+def _check_arity(node, grads_in):
+    """PyTorch's rule: one gradient per forward argument; extra trailing Nones are dropped."""
+    expected = len(node.inputs)
+    if len(grads_in) > expected and all(g is None for g in grads_in[expected:]):
+        grads_in = grads_in[:expected]
+    if len(grads_in) != expected:
+        raise RuntimeError(f"function {node.name()} returned an incorrect number of gradients "
+                           f"(expected {expected}, got {len(grads_in)})")
+    return grads_in
+
+
+def _output_hooks(node, grads_out):
+    """Run the hooks registered on this node's outputs on their summed gradients, then store
+    the gradients of outputs that retain_grad (PyTorch runs retain_grad last)."""
+    for index, hooks in (node._output_hooks or {}).items():
+        if grads_out[index] is not None and hooks:
+            grads_out[index] = _run_grad_hooks(hooks, grads_out[index])
+    for index, ref in (node._retained or {}).items():
+        t, g = ref(), grads_out[index]
+        if t is not None and g is not None and t.grad_fn is node:
+            t.grad = _owned(g) if t.grad is None else t.grad + g
+
+
+def _owned(grad):
+    """A dense copy: a gradient handed to ``.grad`` must not share a buffer that another
+    tensor's ``.grad`` (or the graph) also holds, since ``.grad`` may now be changed in place."""
+    from .tensor import Tensor
+    return Tensor._dense(grad.backend.contiguous(grad._view()), grad.shape, grad.device)
 
 
 def _accumulate_leaf(tensor, grad):
-    grad = grad.detach()
+    if tensor._grad_hooks:
+        grad = _run_grad_hooks(tensor._grad_hooks, grad)
     if grad.dtype != tensor.dtype:
         grad = grad.to(tensor.dtype)
-    tensor.grad = grad.contiguous() if tensor.grad is None else tensor.grad + grad
+    tensor.grad = _owned(grad) if tensor.grad is None else tensor.grad + grad
 
 
 def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0):

@@ -4,6 +4,8 @@ Methods and operators only forward to ``ops``; no math happens here.
 """
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from . import autograd, backends
@@ -81,6 +83,9 @@ class Tensor(TensorMethods):
     """An n-dimensional array on ``cpu`` or ``cuda`` that can record gradients."""
 
     __array_priority__ = 1000  # numpy scalars defer to Tensor operators
+    _base = None  # the tensor whose buffer a view looks into (None: not a view)
+    _grad_hooks = None  # {handle id: hook} of a leaf, from register_hook
+    _fn_version = 0  # the version at which grad_fn was set (a view's goes stale after writes)
 
     def __init__(self, buf, shape, strides, offset, device, requires_grad=False):
         self._buf = buf
@@ -93,6 +98,7 @@ class Tensor(TensorMethods):
         self.grad_fn = None
         self._output_index = 0
         self._retains_grad = False
+        self._version_counter = [0]  # shared with every view of the same buffer
         self.requires_grad = False
         if requires_grad:
             self.requires_grad_(True)
@@ -115,6 +121,16 @@ class Tensor(TensorMethods):
     def _full(cls, shape, value, dtype, device):
         dev = Device(device)
         return cls._dense(backends.get(dev.type).full(numel(shape), value, dtype), shape, dev)
+
+    def _make_view(self, shape, strides, offset):
+        """A view of this tensor's buffer: it shares the version counter and the base."""
+        view = Tensor(self._buf, shape, strides, offset, self.device)
+        view._version_counter = self._version_counter
+        view._base = self if self._base is None else self._base
+        return view
+
+    def _alias(self):
+        return self._make_view(self.shape, self._strides, self._offset)
 
     @property
     def backend(self):
@@ -172,22 +188,49 @@ class Tensor(TensorMethods):
         return self
 
     def retain_grad(self):
+        """Keep this non-leaf tensor's gradient in ``.grad`` after backward."""
+        if self.grad_fn is None:
+            if not self.requires_grad:
+                raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+            return self
         self._retains_grad = True
+        node = self.grad_fn
+        if node._retained is None:
+            node._retained = {}
+        node._retained[self._output_index] = weakref.ref(self)
         return self
+
+    def register_hook(self, hook):
+        """``hook(grad)`` runs when this tensor's gradient has been computed; if it returns a
+        tensor, that replaces the gradient. Returns a handle whose ``remove()`` unregisters it."""
+        if not self.requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if self.grad_fn is None:
+            return autograd._add_hook(self, "_grad_hooks", hook)
+        node = self.grad_fn
+        if node._output_hooks is None:
+            node._output_hooks = {}
+        hooks = node._output_hooks.setdefault(self._output_index, {})
+        handle = autograd.RemovableHandle(hooks)
+        hooks[handle.id] = hook
+        return handle
 
     def backward(self, gradient=None, retain_graph=False):
         """Accumulate d(self)/d(leaf) into every leaf's ``.grad``."""
         autograd.backward(self, gradient, retain_graph)
 
     def detach(self):
-        """The same data, cut from the graph (shares the buffer)."""
-        return Tensor(self._buf, self.shape, self._strides, self._offset, self.device)
+        """The same data, cut from the graph (shares the buffer and the version counter)."""
+        out = Tensor(self._buf, self.shape, self._strides, self._offset, self.device)
+        out._version_counter = self._version_counter
+        return out
 
     @property
     def data(self):
-        """The values without autograd history; assigning replaces them in place (the tensor
-        object, and so every optimizer that holds it, stays the same)."""
-        return self.detach()
+        """The values without autograd history, with a version counter of their own (changes
+        through ``.data`` are invisible to autograd, as in PyTorch); assigning replaces them
+        (the tensor object, and so every optimizer that holds it, stays the same)."""
+        return Tensor(self._buf, self.shape, self._strides, self._offset, self.device)
 
     @data.setter
     def data(self, other):
@@ -367,8 +410,75 @@ class Tensor(TensorMethods):
     def __getitem__(self, index):
         return _ops().getitem(self, index)
 
+    # --- in-place ops (minigpu/ops/inplace.py): write through the view, bump _version ------
+    @property
+    def _version(self):
+        """How many in-place writes this tensor's buffer has seen (shared by its views)."""
+        return self._version_counter[0]
+
+    def _refresh_view(self):
+        """(grad_fn, output index) of a view whose base was written in place since its
+        grad_fn was set: the view is re-derived from the base's current node."""
+        return _ops().refresh_view(self)
+
     def __setitem__(self, index, value):
         _ops().setitem_(self, index, value)
+
+    def add_(self, other, alpha=1):
+        return _ops().add_(self, other, alpha)
+
+    def sub_(self, other, alpha=1):
+        return _ops().sub_(self, other, alpha)
+
+    def mul_(self, other):
+        return _ops().mul_(self, other)
+
+    def div_(self, other):
+        return _ops().div_(self, other)
+
+    def pow_(self, exponent):
+        return _ops().pow_(self, exponent)
+
+    def clamp_(self, min=None, max=None):
+        return _ops().clamp_(self, min, max)
+
+    clip_ = clamp_
+
+    def masked_fill_(self, mask, value):
+        return _ops().masked_fill_(self, mask, value)
+
+    def fill_(self, value):
+        return _ops().fill_(self, value)
+
+    def zero_(self):
+        return _ops().zero_(self)
+
+    def copy_(self, src, non_blocking=False):
+        """Copy src into self (any dtype, any device; ``non_blocking`` is accepted: device work
+        is queued on the current stream anyway)."""
+        return _ops().copy_(self, src)
+
+    def uniform_(self, a=0.0, b=1.0, generator=None):
+        return _ops().uniform_(self, a, b, generator)
+
+    def normal_(self, mean=0.0, std=1.0, generator=None):
+        return _ops().normal_(self, mean, std, generator)
+
+    def __iadd__(self, other):
+        return _ops().add_(self, other)
+
+    def __isub__(self, other):
+        return _ops().sub_(self, other)
+
+    def __imul__(self, other):
+        return _ops().mul_(self, other)
+
+    def __itruediv__(self, other):
+        return _ops().div_(self, other)
+
+    def __ipow__(self, other):
+        return _ops().pow_(self, other)
+    # --- end of in-place ops -----------------------------------------------------------------
 
 
 def _ops():

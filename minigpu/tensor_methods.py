@@ -218,18 +218,6 @@ class TensorMethods:
         """``minigpu.ops.narrow`` of this tensor."""
         return _ops().narrow(self, dim, start, length)
 
-    def zero_(self):
-        """``minigpu.ops.zero_`` of this tensor."""
-        return _ops().zero_(self)
-
-    def fill_(self, value):
-        """``minigpu.ops.fill_`` of this tensor."""
-        return _ops().fill_(self, value)
-
-    def copy_(self, src):
-        """``minigpu.ops.copy_`` of this tensor."""
-        return _ops().copy_(self, src)
-
     def mm(self, b):
         """``minigpu.ops.mm`` of this tensor."""
         return _ops().mm(self, b)

@@ -84,4 +84,4 @@ def test_unary_gradients(op):
     x = mg.tensor(values, dtype=mg.float64, requires_grad=True)
     alpha, beta = PARAMS.get(op.name, (0.0, 0.0))
     fn = ew.UNARY_FUNCTIONS[op.name].apply
-    assert mg.autograd.gradcheck(lambda t: fn(t, alpha, beta), (x,))
+    assert mg.autograd.gradcheck(lambda t: fn(t, alpha=alpha, beta=beta), (x,))

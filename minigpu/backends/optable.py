@@ -54,36 +54,42 @@ class Op(NamedTuple):
     bool_result: bool = False  # comparisons: the output is bool
     method: bool = False     # a public ``minigpu.<name>(x)`` function and ``Tensor.<name>()``
     float_input: bool = True  # integer tensors become float32 first (``exp(int)`` is float)
+    saves: str = "xy"        # which of the input(s) x (and y) / output y the derivative reads:
+                             # only those are saved for backward, so only an in-place change
+                             # to those makes backward refuse (PyTorch's rule)
 
 
 UNARY = (
     Op("neg", "-x", lambda x, a, b: -x, lambda g, x, y, a, b: -g,
-       method=True, float_input=False),
-    Op("exp", "exp(x)", lambda x, a, b: np.exp(x), lambda g, x, y, a, b: g * y, method=True),
-    Op("log", "log(x)", lambda x, a, b: np.log(x), lambda g, x, y, a, b: g / x, method=True),
+       method=True, float_input=False, saves=""),
+    Op("exp", "exp(x)", lambda x, a, b: np.exp(x), lambda g, x, y, a, b: g * y, method=True,
+       saves="y"),
+    Op("log", "log(x)", lambda x, a, b: np.log(x), lambda g, x, y, a, b: g / x, method=True,
+       saves="x"),
     Op("sqrt", "sqrt(x)", lambda x, a, b: np.sqrt(x),
-       lambda g, x, y, a, b: g / (y * 2), method=True),
+       lambda g, x, y, a, b: g / (y * 2), method=True, saves="y"),
     Op("square", "x * x", lambda x, a, b: x * x, lambda g, x, y, a, b: g * x * 2,
-       method=True, float_input=False),
-    Op("tanh", "tanh(x)", lambda x, a, b: np.tanh(x), fused("tanh_grad", "y"), method=True),
+       method=True, float_input=False, saves="x"),
+    Op("tanh", "tanh(x)", lambda x, a, b: np.tanh(x), fused("tanh_grad", "y"), method=True,
+       saves="y"),
     Op("sigmoid", "1 / (1 + exp(-x)), computed without overflow for large |x|",
-       lambda x, a, b: sigmoid(x), fused("sigmoid_grad", "y"), method=True),
-    Op("relu", "max(x, 0)", lambda x, a, b: np.maximum(x, 0), fused("relu_grad", "x"),
-       method=True, float_input=False),
+       lambda x, a, b: sigmoid(x), fused("sigmoid_grad", "y"), method=True, saves="y"),
+    Op("relu", "max(x, 0)", lambda x, a, b: np.maximum(x, 0), fused("relu_grad", "y"),
+       method=True, float_input=False, saves="y"),  # y > 0 exactly where x > 0
     Op("leaky_relu", "x if x > 0 else a*x", lambda x, a, b: np.where(x > 0, x, a * x),
-       fused("leaky_relu_grad", "x")),
+       fused("leaky_relu_grad", "x"), saves="x"),
     Op("abs", "|x|", lambda x, a, b: np.abs(x), lambda g, x, y, a, b: g * x.sign(),
-       method=True, float_input=False),
+       method=True, float_input=False, saves="x"),
     Op("sign", "-1, 0 or 1", lambda x, a, b: np.sign(x), method=True, float_input=False),
     Op("affine", "a*x + b  (x+3, 2*x, 3-x, x/4 all use this)", lambda x, a, b: a * x + b,
-       lambda g, x, y, a, b: g * a),
+       lambda g, x, y, a, b: g * a, saves=""),
     Op("rdiv", "a / x", lambda x, a, b: a / x, lambda g, x, y, a, b: -g * y / x),
     Op("pow", "x ** a", lambda x, a, b: x ** a,
-       lambda g, x, y, a, b: g * 0.0 if a == 0 else g * x ** (a - 1) * a),
+       lambda g, x, y, a, b: g * 0.0 if a == 0 else g * x ** (a - 1) * a, saves="x"),
     Op("rpow", "a ** x", lambda x, a, b: a ** x,
-       lambda g, x, y, a, b: g * y * math.log(a)),
+       lambda g, x, y, a, b: g * y * math.log(a), saves="y"),
     Op("clamp", "min(max(x, a), b)  (a=-inf / b=inf for a one-sided clamp)",
-       lambda x, a, b: np.minimum(np.maximum(x, a), b), fused("clamp_grad", "x")),
+       lambda x, a, b: np.minimum(np.maximum(x, a), b), fused("clamp_grad", "x"), saves="x"),
     Op("gt", "x > a  -> bool", lambda x, a, b: x > a, bool_result=True),
     Op("ge", "x >= a -> bool", lambda x, a, b: x >= a, bool_result=True),
     Op("lt", "x < a  -> bool", lambda x, a, b: x < a, bool_result=True),
@@ -94,9 +100,9 @@ UNARY = (
 
 BINARY = (
     Op("add", "x + y", lambda x, y, a, b: x + y,
-       (lambda g, x, y: g, lambda g, x, y: g)),
+       (lambda g, x, y: g, lambda g, x, y: g), saves=""),
     Op("sub", "x - y", lambda x, y, a, b: x - y,
-       (lambda g, x, y: g, lambda g, x, y: -g)),
+       (lambda g, x, y: g, lambda g, x, y: -g), saves=""),
     Op("mul", "x * y", lambda x, y, a, b: x * y,
        (lambda g, x, y: g * y, lambda g, x, y: g * x)),
     Op("div", "x / y", lambda x, y, a, b: x / y,
@@ -116,7 +122,7 @@ BINARY = (
     Op("eq", "x == y -> bool", lambda x, y, a, b: x == y, bool_result=True),
     Op("ne", "x != y -> bool", lambda x, y, a, b: x != y, bool_result=True),
     # Fused backward maps: one pass instead of building a mask and multiplying.
-    Op("relu_grad", "x (the upstream grad) where y > 0 else 0   (y = relu input)",
+    Op("relu_grad", "x (the upstream grad) where y > 0 else 0   (y = relu input or output)",
        lambda x, y, a, b: np.where(y > 0, x, 0)),
     Op("leaky_relu_grad", "x where y > 0 else a*x   (y = input)",
        lambda x, y, a, b: np.where(y > 0, x, a * x)),

@@ -1,9 +1,9 @@
 """Parameter initialisation (``minigpu.nn.init``), with PyTorch's names and formulas.
 
-Every function fills its tensor in place (``tensor.data = ...``: the Parameter object, and so
-every optimizer holding it, stays the same) and returns it. Random fills draw on the tensor's
-own device from minigpu's counter-based generator, so a seed gives the same weights on cpu and
-cuda.
+Every function fills its tensor in place (``tensor.copy_(...)`` under ``no_grad``: the
+Parameter object, and so every optimizer holding it, stays the same) and returns it. Random
+fills draw on the tensor's own device from minigpu's counter-based generator, so a seed gives
+the same weights on cpu and cuda.
 """
 from __future__ import annotations
 
@@ -42,8 +42,7 @@ def calculate_gain(nonlinearity, param=None):
 
 def _fill(tensor, values):
     with no_grad():
-        tensor.data = values
-    return tensor
+        return tensor.copy_(values)
 
 
 def uniform_(tensor, a=0.0, b=1.0, generator=None):

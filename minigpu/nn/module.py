@@ -5,6 +5,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from ..autograd import Function, _add_hook, is_grad_enabled, no_grad
 from ..tensor import Device, Tensor
 
 
@@ -14,6 +15,7 @@ class Parameter(Tensor):
     def __init__(self, data: Tensor, requires_grad=True):
         super().__init__(data._buf, data.shape, data._strides, data._offset, data.device,
                          requires_grad=requires_grad)
+        self._version_counter = data._version_counter  # an alias of data, as in PyTorch
 
     def __repr__(self):
         return "Parameter containing:\n" + super().__repr__()
@@ -133,8 +135,13 @@ class Module:
         return self
 
     def zero_grad(self, set_to_none=True):
+        """Drop the gradients (default) or zero them in place."""
         for p in self.parameters():
-            p.grad = None
+            if p.grad is not None:
+                if set_to_none:
+                    p.grad = None
+                else:
+                    p.grad.zero_()
 
     def to(self, *args, **kwargs):
         """Move (or cast) every parameter and buffer in place; returns self."""
@@ -210,13 +217,47 @@ class Module:
         for part in path:
             module = module._modules[part]
         if name in module._parameters:
-            module._parameters[name].data = value
+            with no_grad():  # in place, as PyTorch does: the Parameter and its views stay
+                module._parameters[name].copy_(value)
         else:
             module._buffers[name] = value
 
     # --- calling and printing ------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
-        return self.forward(*args, **kwargs)
+        hooks = self.__dict__
+        pre, post = hooks.get("_forward_pre_hooks"), hooks.get("_forward_hooks")
+        back = hooks.get("_backward_hooks")
+        if not (pre or post or back):
+            return self.forward(*args, **kwargs)
+        for hook in list((pre or {}).values()):
+            result = hook(self, args)
+            if result is not None:
+                args = result if isinstance(result, tuple) else (result,)
+        tap = _BackwardHooks(self, back) if back and is_grad_enabled() else None
+        if tap is not None:
+            args = tap.wrap_inputs(args)
+        out = self.forward(*args, **kwargs)
+        for hook in list((post or {}).values()):
+            result = hook(self, args, out)
+            if result is not None:
+                out = result
+        return out if tap is None else tap.wrap_outputs(out)
+
+    # --- hooks (each register_* returns a handle; handle.remove() unregisters) ----------------
+    def register_forward_pre_hook(self, hook):
+        """``hook(module, args)`` before ``forward``; a returned value replaces ``args``."""
+        return _add_hook(self, "_forward_pre_hooks", hook)
+
+    def register_forward_hook(self, hook):
+        """``hook(module, args, output)`` after ``forward``; a returned value replaces the
+        output."""
+        return _add_hook(self, "_forward_hooks", hook)
+
+    def register_full_backward_hook(self, hook):
+        """``hook(module, grad_input, grad_output)`` once the gradients with respect to the
+        module's tensor inputs are computed (``grad_input`` has one entry per tensor argument,
+        None where it needs no gradient); a returned tuple replaces ``grad_input``."""
+        return _add_hook(self, "_backward_hooks", hook)
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f"Module [{type(self).__name__}] is missing the required "
@@ -235,6 +276,68 @@ class Module:
 
     def __dir__(self):
         return list(super().__dir__()) + list(self._parameters) + list(self._modules)
+
+
+class _GradTap(Function):
+    """Identity on tensors whose backward hands their gradients to ``callback`` (which may
+    replace them): how a full backward hook sees a module's grad_output and grad_input."""
+
+    def forward(self, *tensors, callback):
+        self.callback = callback
+        return tuple(t._alias() for t in tensors)
+
+    def backward(self, *grads):
+        return tuple(self.callback(grads))
+
+
+class _BackwardHooks:
+    """One forward call's full backward hooks: taps on its inputs and outputs."""
+
+    def __init__(self, module, hooks):
+        self.module, self.hooks, self.grad_output = module, hooks, None
+        self.tensor_args, self.tapped = [], []
+
+    def wrap_inputs(self, args):
+        self.tensor_args = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
+        self.tapped = [i for i in self.tensor_args if args[i].requires_grad]
+        if not self.tapped:
+            return args
+        args = list(args)
+        for i, t in zip(self.tapped, _GradTap.apply(*[args[i] for i in self.tapped],
+                                                    callback=self._grad_input)):
+            args[i] = t
+        return tuple(args)
+
+    def wrap_outputs(self, out):
+        single = isinstance(out, Tensor)
+        outs = (out,) if single else out
+        if not isinstance(outs, tuple) or not any(
+                isinstance(o, Tensor) and o.requires_grad for o in outs):
+            return out
+        where = [i for i, o in enumerate(outs) if isinstance(o, Tensor) and o.requires_grad]
+        tapped = list(outs)
+        for i, t in zip(where, _GradTap.apply(*[outs[i] for i in where],
+                                              callback=self._grad_output)):
+            tapped[i] = t
+        return tapped[0] if single else tuple(tapped)
+
+    def _grad_output(self, grads):
+        self.grad_output = grads
+        if not self.tapped:  # no input needs a gradient: the hooks run now, grad_input all None
+            self._run((None,) * len(self.tensor_args))
+        return grads
+
+    def _grad_input(self, grads):
+        by_arg = dict(zip(self.tapped, grads))
+        grad_input = self._run(tuple(by_arg.get(i) for i in self.tensor_args))
+        return tuple(grad_input[self.tensor_args.index(i)] for i in self.tapped)
+
+    def _run(self, grad_input):
+        for hook in list(self.hooks.values()):
+            result = hook(self.module, grad_input, self.grad_output)
+            if result is not None:
+                grad_input = tuple(result)
+        return grad_input
 
 
 class _IncompatibleKeys(tuple):

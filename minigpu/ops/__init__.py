@@ -6,7 +6,9 @@ from .elementwise import (abs, add, all, any, clamp, clip, compare, div, eq, exp
 from .indexing import index_select
 from .linalg import bmm, matmul, mm
 from .reduce import argmax, argmin, max, mean, min, std, sum, var
-from .shape import (cat, chunk, clone, contiguous, copy_, expand, expand_as, fill_, flatten, getitem,
-                    narrow, permute, repeat, reshape, reshape_as, setitem_, split, squeeze,
-                    stack, t, transpose, unbind, unsqueeze, view, view_as, zero_)
+from .inplace import (add_, clamp_, copy_, div_, fill_, masked_fill_, mul_, normal_, pow_,
+                      refresh_view, setitem_, sub_, uniform_, zero_)
+from .shape import (cat, chunk, clone, contiguous, expand, expand_as, flatten, getitem, narrow,
+                    permute, repeat, reshape, reshape_as, split, squeeze, stack, t, transpose,
+                    unbind, unsqueeze, view, view_as)
 from .softmax import log_softmax, softmax

@@ -32,7 +32,8 @@ class Unary(Function):
     def forward(self, x, alpha=0.0, beta=0.0):
         self.alpha, self.beta = alpha, beta
         y = new(x.backend.unary(self.entry.name, x._view(), alpha, beta), x.shape, x)
-        self.save_for_backward(x, y)
+        saves = self.entry.saves
+        self.save_for_backward(x if "x" in saves else None, y if "y" in saves else None)
         return y
 
     def backward(self, g):
@@ -48,20 +49,24 @@ def broadcast_views(a: Tensor, b: Tensor):
 class Binary(Function):
     """z = op(x, y) with broadcasting (stride-0 views, no copy). One gradient rule for every
     binary op: each input's derivative from the table, computed only when that input needs
-    it, then summed back to the input's shape (``sum_to`` undoes the broadcast)."""
+    it, then summed back to the input's shape (``sum_to`` undoes the broadcast). Inputs are
+    saved only when the derivatives read them (``add``/``sub`` need only the shapes)."""
 
     entry: optable.Op
 
     def forward(self, a, b):
         shape, va, vb = broadcast_views(a, b)
-        self.save_for_backward(a, b)
+        self.shapes = a.shape, b.shape
+        if self.entry.saves:
+            self.save_for_backward(a, b)
         return new(a.backend.binary(self.entry.name, va, vb), shape, a)
 
     def backward(self, g):
-        a, b = self.saved_tensors
+        a, b = self.saved_tensors if self.entry.saves else (None, None)
         dx, dy = self.entry.grad
-        return (sum_to(dx(g, a, b), a.shape) if self.needs_input_grad[0] else None,
-                sum_to(dy(g, a, b), b.shape) if self.needs_input_grad[1] else None)
+        shape_a, shape_b = self.shapes
+        return (sum_to(dx(g, a, b), shape_a) if self.needs_input_grad[0] else None,
+                sum_to(dy(g, a, b), shape_b) if self.needs_input_grad[1] else None)
 
 
 def _function(base, entry, suffix=""):
@@ -163,9 +168,9 @@ def add(a, b, alpha=1):
     if alpha != 1:
         b = b * alpha
     if isinstance(a, Tensor) and _is_scalar(b) and a.dtype.kind == "f":
-        return Affine.apply(a, 1.0, float(b))
+        return Affine.apply(a, alpha=1.0, beta=float(b))
     if isinstance(b, Tensor) and _is_scalar(a) and b.dtype.kind == "f":
-        return Affine.apply(b, 1.0, float(a))
+        return Affine.apply(b, alpha=1.0, beta=float(a))
     return Add.apply(*tensor_operands(a, b))
 
 
@@ -173,46 +178,46 @@ def sub(a, b, alpha=1):
     if alpha != 1:
         b = b * alpha
     if isinstance(a, Tensor) and _is_scalar(b) and a.dtype.kind == "f":
-        return Affine.apply(a, 1.0, -float(b))
+        return Affine.apply(a, alpha=1.0, beta=-float(b))
     return Sub.apply(*tensor_operands(a, b))
 
 
 def rsub(a, b):
     """b - a for a scalar b."""
     if a.dtype.kind == "f" and _is_scalar(b):
-        return Affine.apply(a, -1.0, float(b))
+        return Affine.apply(a, alpha=-1.0, beta=float(b))
     return sub(*reversed(tensor_operands(a, b)))
 
 
 def mul(a, b):
     if isinstance(a, Tensor) and _is_scalar(b) and a.dtype.kind == "f":
-        return Affine.apply(a, float(b), 0.0)
+        return Affine.apply(a, alpha=float(b), beta=0.0)
     if isinstance(b, Tensor) and _is_scalar(a) and b.dtype.kind == "f":
-        return Affine.apply(b, float(a), 0.0)
+        return Affine.apply(b, alpha=float(a), beta=0.0)
     return Mul.apply(*tensor_operands(a, b))
 
 
 def div(a, b):
     if isinstance(a, Tensor) and _is_scalar(b) and b != 0:
-        return Affine.apply(as_float(a), 1.0 / float(b), 0.0)
+        return Affine.apply(as_float(a), alpha=1.0 / float(b), beta=0.0)
     a, b = tensor_operands(a, b)
     return Div.apply(as_float(a), as_float(b))
 
 
 def rdiv(a, b):
     """b / a for a scalar b."""
-    return RDiv.apply(as_float(a), float(b))
+    return RDiv.apply(as_float(a), alpha=float(b))
 
 
 def pow(a, b):
     if isinstance(a, Tensor) and _is_scalar(b):
-        return PowScalar.apply(_float_scalar_op(a, b), float(b))
+        return PowScalar.apply(_float_scalar_op(a, b), alpha=float(b))
     return Pow.apply(*tensor_operands(a, b))
 
 
 def rpow(a, b):
     """b ** a for a scalar b."""
-    return RPow.apply(as_float(a), float(b))
+    return RPow.apply(as_float(a), alpha=float(b))
 
 
 def compare(op, a, b):
@@ -249,15 +254,15 @@ def le(a, b):
 
 
 def rsqrt(x):
-    return PowScalar.apply(as_float(x), -0.5)
+    return PowScalar.apply(as_float(x), alpha=-0.5)
 
 
 def reciprocal(x):
-    return RDiv.apply(as_float(x), 1.0)
+    return RDiv.apply(as_float(x), alpha=1.0)
 
 
 def leaky_relu(x, negative_slope=0.01):
-    return LeakyRelu.apply(x, float(negative_slope))
+    return LeakyRelu.apply(x, alpha=float(negative_slope))
 
 
 def clamp(x, min=None, max=None):
@@ -265,7 +270,7 @@ def clamp(x, min=None, max=None):
         raise RuntimeError("At least one of 'min' or 'max' must not be None")
     lo = -math.inf if min is None else float(min)
     hi = math.inf if max is None else float(max)
-    return Clamp.apply(x, lo, hi)
+    return Clamp.apply(x, alpha=lo, beta=hi)
 
 
 clip = clamp

@@ -320,8 +320,8 @@ class UnbindSteps(Function):
     def forward(self, x):
         self.shape, self.dtype = tuple(x.shape), x.dtype
         v = x._view()
-        return tuple(Tensor(x._buf, v.shape[1:], v.strides[1:], v.offset + t * v.strides[0],
-                            x.device) for t in range(x.shape[0]))
+        return tuple(x._make_view(v.shape[1:], v.strides[1:], v.offset + t * v.strides[0])
+                     for t in range(x.shape[0]))
 
     def backward(self, *grads):
         like = next(g for g in grads if g is not None)

@@ -83,7 +83,24 @@ def sum_to(g: Tensor, shape) -> Tensor:
 
 
 def _strided(t: Tensor, shape, strides, offset) -> Tensor:
-    return Tensor(t._buf, shape, strides, offset, t.device)
+    return t._make_view(shape, strides, offset)
+
+
+class _DenseLayout:
+    """The layout of a dense row-major tensor of ``shape`` (what index arithmetic reads)."""
+
+    def __init__(self, shape):
+        self.shape, self.ndim = tuple(shape), len(shape)
+        self._strides, self._offset = contiguous_strides(shape), 0
+
+
+def zeros_with_window(g: Tensor, shape, window) -> Tensor:
+    """A zero tensor of ``shape`` whose (shape, strides, offset) ``window`` holds ``g``: the
+    gradient of a view with respect to its base."""
+    full = Tensor._full(shape, 0, g.dtype, g.device)
+    w_shape, w_strides, w_offset = window
+    g.backend.assign_(View(full._buf, w_shape, w_strides, w_offset), g._view())
+    return full
 
 
 # --- views ------------------------------------------------------------------------------------
@@ -126,10 +143,8 @@ class Slice(Function):
         return _strided(x, shape, strides, offset)
 
     def backward(self, g):
-        full = Tensor._full(self.source_shape, 0, g.dtype, g.device)
-        _, shape, strides, offset = _basic_index_layout(full, self.index)
-        g.backend.assign_(View(full._buf, shape, strides, offset), g._view())
-        return full, None
+        _, *window = _basic_index_layout(_DenseLayout(self.source_shape), self.index)
+        return zeros_with_window(g, self.source_shape, window), None
 
 
 class Clone(Function):
@@ -353,18 +368,6 @@ def getitem(x, index):
     return Slice.apply(x, index)
 
 
-def setitem_(x, index, value):
-    """In-place ``x[index] = value`` for tensors that don't require grad (data preparation)."""
-    if x.requires_grad:
-        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
-                           "operation.")
-    _, shape, strides, offset = _basic_index_layout(x, index)
-    if not isinstance(value, Tensor):
-        value = Tensor._full((), value, x.dtype, x.device)
-    value = value.to(x.dtype)
-    x.backend.assign_(View(x._buf, shape, strides, offset), expand_view(value, shape))
-
-
 def cat(tensors, dim=0):
     tensors = list(tensors)
     if not tensors:
@@ -419,18 +422,3 @@ def chunk(x, chunks, dim=0):
 def unbind(x, dim=0):
     d = normalize_dim(dim, x.ndim)
     return tuple(getitem(x, (slice(None),) * d + (i,)) for i in range(x.shape[d]))
-
-
-def zero_(x):
-    return fill_(x, 0)
-
-
-def fill_(x, value):
-    setitem_(x, Ellipsis, value)
-    return x
-
-
-def copy_(x, src):
-    check_same_device(x, src)
-    setitem_(x, Ellipsis, src)
-    return x

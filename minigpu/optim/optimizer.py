@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ..autograd import no_grad
-from ..creation import zeros_like
 from ..tensor import Tensor
 
 
@@ -82,8 +81,8 @@ class Optimizer:
                     continue
                 if set_to_none:
                     p.grad = None
-                else:  # a fresh zero tensor: a gradient buffer may be shared by two leaves
-                    p.grad = zeros_like(p.grad)
+                else:  # in place: backward gives every leaf a .grad buffer of its own
+                    p.grad.zero_()
 
     def step(self, closure=None):
         raise NotImplementedError
@@ -96,12 +95,16 @@ class Optimizer:
             return closure()
 
     @staticmethod
-    def _flat(t: Tensor, what: str):
-        """The flat buffer of a dense tensor (what the fused primitives update in place)."""
+    def _flat(t: Tensor, what: str, written=True):
+        """The flat buffer of a dense tensor (what the fused primitives update in place). A
+        tensor to be ``written`` gets a new version, so that a graph which saved it before the
+        step refuses to backward, as in PyTorch."""
         if not t.is_contiguous() or t._offset != 0 or t._buf.size != t.numel():
             raise RuntimeError(f"optimizer: the {what} must be a dense tensor that owns its "
                                f"buffer (got shape {tuple(t.shape)}, strides {t._strides}, "
                                f"offset {t._offset})")
+        if written:
+            t._version_counter[0] += 1
         return t._buf
 
     def _grad_buffer(self, p, maximize=False):
@@ -115,7 +118,7 @@ class Optimizer:
                 g = -g  # a new dense tensor
             elif not (g.is_contiguous() and g._offset == 0 and g._buf.size == g.numel()):
                 g = _dense_copy(g)
-        return self._flat(g, "gradient")
+        return self._flat(g, "gradient", written=False)
 
     # --- state_dict --------------------------------------------------------------------------
     def state_dict(self):

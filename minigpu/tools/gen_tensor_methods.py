@@ -21,7 +21,7 @@ OPS_METHODS = (
     "softmax", "log_softmax", "reshape", "view", "permute", "transpose", "flatten", "squeeze",
     "unsqueeze", "expand", "expand_as", "contiguous", "view_as", "reshape_as", "repeat",
     "masked_fill", "pow", "add", "sub", "mul", "div", "rsqrt", "reciprocal", "t",
-    "chunk", "split", "index_select", "narrow", "zero_", "fill_", "copy_", "mm", "bmm",
+    "chunk", "split", "index_select", "narrow", "mm", "bmm",
     "leaky_relu", "unbind", "clone", "all", "any", "eq", "ne", "gt", "lt", "ge", "le",
 )
 """Methods of ops that are not (plain) entries of the op table."""

@@ -1,0 +1,263 @@
+"""In-place operations: ``add_`` ... ``copy_``, ``+=`` and ``t[idx] = v``, with PyTorch's rules.
+
+Every in-place op is one recipe: compute the new values out of place with the ordinary
+(differentiable) op, then write them through the tensor's view with the backend's strided
+``assign_`` (so a write through a transposed or sliced view lands in the right elements on
+every device) and bump the tensor's version counter, which its views share.
+
+Autograd follows PyTorch:
+
+* a leaf that requires grad (or a view of one) may only be modified under ``no_grad`` —
+  that is how optimizers and ``with no_grad(): w -= lr * w.grad`` update weights;
+* any other tensor may be modified while recording; it then gets a new ``grad_fn``. When the
+  op needs the old values for its gradient (``mul_``), it reads them from a snapshot taken
+  before the write. A write through a view re-bases the view's base on a ``CopySlices`` node
+  (the base with the window replaced), and the view becomes a window of the new base.
+* tensors saved for backward remember their version; ``backward`` raises PyTorch's error if an
+  in-place op changed one of them since (see ``Function.saved_tensors``).
+
+A view whose buffer was written since its ``grad_fn`` was set is re-derived from its base's
+current node when an op next uses it (PyTorch does the same), so a view taken before a write
+through another view sees the written values in its gradient too.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..autograd import SCALAR_TYPES, Function, is_grad_enabled, no_grad
+from ..backends.contract import View, contiguous_strides
+from ..tensor import Tensor
+from . import elementwise as ew
+from .shape import (Slice, _basic_index_layout, broadcast_shapes, expand_view, sum_to,
+                    zeros_with_window)
+
+
+# --- autograd nodes of in-place writes --------------------------------------------------------
+def _window_of(view: Tensor, base: Tensor):
+    """(shape, strides, offset) of ``view`` inside a dense row-major copy of ``base``."""
+    if tuple(base._strides) != contiguous_strides(base.shape):
+        raise RuntimeError("minigpu: autograd through an in-place write to a view of a "
+                           "non-contiguous tensor is not supported; clone() the base first")
+    return tuple(view.shape), tuple(view._strides), view._offset - base._offset
+
+
+def _dense_copy(t: Tensor) -> Tensor:
+    return Tensor._dense(t.backend.contiguous(t._view()), t.shape, t.device)
+
+
+class CopySlices(Function):
+    """The base of a view after a write through it: ``base`` with ``window`` holding ``values``.
+    The values are already in the buffer; this node only routes gradients: the window's part
+    of the gradient goes to ``values``, the rest to the old base."""
+
+    def forward(self, base, values, window):
+        self.window, self.values_shape = window, values.shape
+        return base._alias()
+
+    def name(self):
+        return "CopySlices"  # PyTorch's name for this node
+
+    def backward(self, g):
+        shape, strides, offset = self.window
+        g_base = _dense_copy(g)
+        region = View(g_base._buf, shape, strides, offset)
+        g_values = None
+        if self.needs_input_grad[1]:
+            g_values = sum_to(Tensor._dense(g.backend.contiguous(region), shape, g.device),
+                              self.values_shape)
+        g.backend.assign_(region, expand_view(Tensor._full((), 0, g.dtype, g.device), shape))
+        return g_base, g_values, None
+
+
+class ViewOf(Function):
+    """A window (shape, strides, offset) of a dense base, as a view: the grad_fn a view gets
+    after a write through it re-based its base."""
+
+    def forward(self, base, window):
+        self.window, self.base_shape = window, base.shape
+        shape, strides, offset = window
+        return base._make_view(shape, strides, base._offset + offset)
+
+    def backward(self, g):
+        return zeros_with_window(g, self.base_shape, self.window), None
+
+    def name(self):
+        return "AsStridedBackward"
+
+
+# --- the recipe ---------------------------------------------------------------------------------
+def check_inplace(t: Tensor):
+    """PyTorch's refusals: leaves that require grad (and their views) while recording, and
+    tensors whose elements overlap (an expanded view)."""
+    if is_grad_enabled():
+        if t.requires_grad and t.grad_fn is None:
+            raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
+                               "operation.")
+        base = t._base
+        if base is not None and base.requires_grad and base.grad_fn is None:
+            raise RuntimeError("a view of a leaf Variable that requires grad is being used in "
+                               "an in-place operation.")
+    for size, stride in zip(t.shape, t._strides):
+        if stride == 0 and size > 1:
+            raise RuntimeError("unsupported operation: more than one element of the written-to "
+                               "tensor refers to a single memory location. Please clone() the "
+                               "tensor before performing the operation.")
+
+
+def write_(t: Tensor, values: Tensor):
+    """values (same dtype and device, broadcastable to t) into t's elements; bumps the version."""
+    if broadcast_shapes(values.shape, t.shape) != tuple(t.shape):
+        raise RuntimeError(f"output with shape {list(t.shape)} doesn't match the broadcast "
+                           f"shape {list(broadcast_shapes(values.shape, t.shape))}")
+    if values._buf is t._buf:  # t[1:] = t[:-1]: read everything before writing
+        values = _dense_copy(values)
+    t.backend.assign_(t._view(), expand_view(values, t.shape))
+    t._version_counter[0] += 1
+
+
+def _result_dtype(out: Tensor, t: Tensor) -> Tensor:
+    if out.dtype != t.dtype:
+        if not np.can_cast(out.dtype, t.dtype, "same_kind"):
+            raise RuntimeError(f"result type {SCALAR_TYPES[str(out.dtype)]} can't be cast to "
+                               f"the desired output type {SCALAR_TYPES[str(t.dtype)]}")
+        out = out.to(t.dtype)
+    return out
+
+
+def _set_node(t: Tensor, fn, index):
+    t.grad_fn, t._output_index, t.requires_grad = fn, index, True
+    t._fn_version = t._version_counter[0]
+    if t._retains_grad:
+        t.retain_grad()  # PyTorch moves retain_grad to the new grad_fn
+
+
+def refresh_view(view: Tensor):
+    """Re-derive a view's grad_fn from its base after in-place writes to the buffer (as
+    PyTorch does when a view's version no longer matches): a window of the base's current node.
+    Returns the view's (grad_fn, output index)."""
+    base = view._base
+    if base.requires_grad and tuple(base._strides) == contiguous_strides(base.shape):
+        _set_node(view, ViewOf.apply(base, _window_of(view, base)).grad_fn, 0)
+    view._fn_version = view._version_counter[0]
+    return view.grad_fn, view._output_index
+
+
+def apply_(t: Tensor, compute, *operands, cast=_result_dtype):
+    """``t <- compute(t)`` in place, returning t. ``compute`` builds the new values with
+    ordinary ops from the tensor it is given; ``operands`` are the other values it reads
+    (tensors among them may require grad)."""
+    check_inplace(t)
+    recording = is_grad_enabled() and (t.requires_grad or any(
+        isinstance(o, Tensor) and o.requires_grad for o in operands))
+    if recording and t._base is not None and t._fn_version != t._version_counter[0]:
+        refresh_view(t)
+    if not recording:
+        with no_grad():
+            write_(t, cast(compute(t), t))
+        return t
+    old = _dense_copy(t)  # the values before the write, at t's place in the graph
+    old.requires_grad, old.grad_fn, old._output_index = t.requires_grad, t.grad_fn, \
+        t._output_index
+    out = cast(compute(old), t)
+    with no_grad():
+        write_(t, out)
+    base = t._base
+    if base is None and out.grad_fn is not None and out.shape == t.shape:
+        _set_node(t, out.grad_fn, out._output_index)
+        return t
+    target = t if base is None else base
+    window = _window_of(t, target)
+    _set_node(target, CopySlices.apply(target, out, window).grad_fn, 0)
+    if base is not None:
+        _set_node(t, ViewOf.apply(base, window).grad_fn, 0)
+    return t
+
+
+# --- the ops --------------------------------------------------------------------------------------
+def add_(x, other, alpha=1):
+    return apply_(x, lambda v: ew.add(v, other, alpha=alpha), other)
+
+
+def sub_(x, other, alpha=1):
+    return apply_(x, lambda v: ew.sub(v, other, alpha=alpha), other)
+
+
+def mul_(x, other):
+    return apply_(x, lambda v: ew.mul(v, other), other)
+
+
+def div_(x, other):
+    return apply_(x, lambda v: ew.div(v, other), other)
+
+
+def pow_(x, exponent):
+    return apply_(x, lambda v: ew.pow(v, exponent), exponent)
+
+
+def clamp_(x, min=None, max=None):
+    return apply_(x, lambda v: ew.clamp(v, min, max))
+
+
+def masked_fill_(x, mask, value):
+    if isinstance(value, Tensor):
+        if value.ndim:
+            raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but "
+                               f"got tensor with {value.ndim} dimension(s).")
+        return apply_(x, lambda v: ew.where(mask, value.to(v.dtype), v), value)
+    return apply_(x, lambda v: ew.masked_fill(v, mask, value), value)
+
+
+def _copy_cast(out, t):
+    return out.to(t.device).to(t.dtype)  # copy_ converts any dtype, across devices
+
+
+def copy_(x, src):
+    """Copy src's values (broadcast, cast, from any device) into x."""
+    if not isinstance(src, Tensor):
+        src = Tensor._full((), src, x.dtype, x.device)
+    return apply_(x, lambda v: src, src, cast=_copy_cast)
+
+
+def fill_(x, value):
+    return copy_(x, value)
+
+
+def zero_(x):
+    return fill_(x, 0)
+
+
+def uniform_(x, a=0.0, b=1.0, generator=None):
+    from ..creation import rand
+    return copy_(x, rand(*x.shape, dtype=x.dtype, device=x.device, generator=generator)
+                 * (b - a) + a)
+
+
+def normal_(x, mean=0.0, std=1.0, generator=None):
+    from ..creation import randn
+    return copy_(x, randn(*x.shape, dtype=x.dtype, device=x.device, generator=generator)
+                 * std + mean)
+
+
+def setitem_(x, index, value):
+    """``x[index] = value`` (basic indexing, or a boolean mask of x's shape): writes through
+    the view ``x[index]``; value is a scalar or a tensor broadcast to the view."""
+    if isinstance(index, Tensor) and index.dtype == np.bool_:
+        if isinstance(value, Tensor) and value.numel() != 1:
+            raise IndexError("minigpu: t[mask] = value takes a scalar (or one-element) value")
+        # a mask over the leading dims selects whole sub-tensors, as in PyTorch
+        mask = index.reshape(*index.shape, *[1] * (x.ndim - index.ndim))
+        masked_fill_(x, mask, value.reshape(()) if isinstance(value, Tensor) else value)
+        return
+    if isinstance(index, (Tensor, list, np.ndarray)) or (isinstance(index, tuple) and any(
+            isinstance(i, (Tensor, list, np.ndarray)) for i in index)):
+        raise IndexError("minigpu: t[index] = value takes basic indexing (ints, slices, None, "
+                         "...) or a boolean mask; integer-array indices are not supported")
+    recording = is_grad_enabled() and (x.requires_grad or (
+        isinstance(value, Tensor) and value.requires_grad))
+    if recording:
+        copy_(Slice.apply(x, index), value)
+        if x._base is not None:  # x is itself a view: it becomes a window of the new base
+            _set_node(x, ViewOf.apply(x._base, _window_of(x, x._base)).grad_fn, 0)
+        return
+    _, shape, strides, offset = _basic_index_layout(x, index)
+    copy_(x._make_view(shape, strides, offset), value)
