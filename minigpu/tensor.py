@@ -250,6 +250,25 @@ class Tensor:
                                "Use tensor.detach().numpy() instead.")
         return self.backend.to_numpy(self._view())
 
+    # --- interop: DLPack, __cuda_array_interface__, data_ptr (see interop.py) ---------------
+    def data_ptr(self) -> int:
+        """Address of the first element of this view (host address of the simulated buffer
+        under the simulator)."""
+        return _interop().data_ptr(self)
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        """CUDA Array Interface v3 of this view (cuda tensors only): Numba kernels, CuPy and
+        PyTorch read and write the tensor's memory through it."""
+        return _interop().cuda_array_interface(self)
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        return _interop().dlpack(self, stream, max_version, dl_device, copy)
+
+    def __dlpack_device__(self) -> tuple:
+        return _interop().dlpack_device(self)
+    # --- end of interop ------------------------------------------------------------------
+
     def tolist(self):
         return self.detach().numpy().tolist()
 
@@ -363,6 +382,11 @@ class Tensor:
 def _ops():
     from . import ops
     return ops
+
+
+def _interop():
+    from . import interop
+    return interop
 
 
 def _attach_methods():
