@@ -34,11 +34,15 @@ class Device:
 
     def __init__(self, spec):
         spec = spec.type if isinstance(spec, Device) else str(spec)
-        kind = spec.split(":")[0]
-        if kind not in ("cpu", "cuda") or spec.count(":") > 1 or (
-                ":" in spec and spec.split(":")[1] not in ("0",)):
+        kind, _, index = spec.partition(":")
+        if kind not in ("cpu", "cuda"):
             raise RuntimeError(f"Expected one of cpu, cuda device type at start of device "
                                f"string: {spec}")
+        if _ and not index.isdigit():
+            raise RuntimeError(f"Invalid device string: '{spec}'")
+        if _ and int(index) != 0:
+            raise RuntimeError(f"CUDA error: invalid device ordinal: '{spec}' (minigpu uses one "
+                               f"device of each type: '{kind}' or '{kind}:0')")
         self.type = kind
 
     def __eq__(self, other):
@@ -164,7 +168,7 @@ class Tensor:
     # --- autograd ------------------------------------------------------------------------
     def requires_grad_(self, requires_grad=True):
         if requires_grad and self.dtype.kind != "f":
-            raise RuntimeError("only Tensors of floating point dtype can require gradients")
+            raise RuntimeError("Only Tensors of floating point dtype can require gradients")
         if not requires_grad and self.grad_fn is not None:
             raise RuntimeError("you can only change requires_grad flags of leaf variables.")
         self.requires_grad = bool(requires_grad)
