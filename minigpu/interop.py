@@ -10,11 +10,15 @@
   ``my_kernel[grid, block](t[:, 1::2])`` writes straight into ``t``.
 - ``Tensor.__dlpack__`` / ``__dlpack_device__`` and :func:`from_dlpack`: the DLPack
   exchange (``np.from_dlpack(t)``, ``torch.from_dlpack(t)``). cpu tensors go through NumPy's
-  DLPack, sharing memory both ways.
+  DLPack, sharing memory both ways; cuda tensors on a GPU export a capsule built here with
+  ctypes (the same builder is tested on the cpu, where NumPy consumes it). Under the
+  simulator cuda tensors do not export DLPack: their memory is host memory.
 
 See ``docs/custom_kernels.md``.
 """
 from __future__ import annotations
+
+import ctypes
 
 import numpy as np
 
@@ -80,10 +84,100 @@ def dlpack(t: Tensor, stream=None, max_version=None, dl_device=None, copy=None):
         if copy is not None:
             kwargs["copy"] = copy
         return _host_array(t).__dlpack__(**kwargs)
-    raise BufferError(
-        "DLPack export of cuda tensors is not implemented yet: pass the tensor itself to "
-        "Numba, CuPy or PyTorch, which read its __cuda_array_interface__ (zero-copy), e.g. "
-        "torch.as_tensor(t, device='cuda'), cupy.asarray(t), numba.cuda.as_cuda_array(t)")
+    if _simulator():
+        raise BufferError(
+            "DLPack export of a cuda tensor under the simulator: its 'device' memory is host "
+            "memory, which no DLPack consumer may read as CUDA memory. Pass the tensor itself "
+            "to your @cuda.jit kernel (it reads __cuda_array_interface__), or use .cpu().")
+    _order_after_minigpu(stream)
+    return dlpack_capsule(t, (KDL_CUDA, 0), data_ptr(t))
+
+
+def _order_after_minigpu(stream):
+    """Make the consumer's ``stream`` (DLPack's convention: None or 1 = legacy default stream,
+    2 = per-thread default, -1 = no synchronisation, else a handle) wait for the work minigpu
+    has queued, without blocking the host: an event on minigpu's stream that it waits on."""
+    if stream == -1:
+        return
+    from numba import cuda
+
+    from .backends.cuda import device
+    current = device.current_stream()
+    handle = 1 if stream is None else int(stream)
+    if handle == int(current):
+        return
+    event = cuda.event(timing=False)
+    event.record(current)
+    event.wait(cuda.external_stream(handle))
+
+
+# --- a DLPack capsule built with ctypes (cuda tensors on a GPU; NumPy exports cpu ones) ------
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
+                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+class _DLManagedTensor(ctypes.Structure):
+    pass
+
+
+_DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(_DLManagedTensor))
+_DLManagedTensor._fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p),
+                             ("deleter", _DELETER)]
+_DL_CODES = {"i": 0, "u": 1, "f": 2, "b": 6}  # kDLInt, kDLUInt, kDLFloat, kDLBool
+_exported = {}  # address of a DLManagedTensor -> what must stay alive until its deleter runs
+
+
+@_DELETER
+def _delete_managed(managed):
+    _exported.pop(ctypes.addressof(managed.contents), None)
+
+
+_CAPSULE_DESTRUCTOR = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+_capsule_new = ctypes.pythonapi.PyCapsule_New
+_capsule_new.restype, _capsule_new.argtypes = ctypes.py_object, [
+    ctypes.c_void_p, ctypes.c_char_p, _CAPSULE_DESTRUCTOR]
+_capsule_is_valid = ctypes.pythonapi.PyCapsule_IsValid
+_capsule_is_valid.restype, _capsule_is_valid.argtypes = ctypes.c_int, [ctypes.c_void_p,
+                                                                        ctypes.c_char_p]
+_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.restype, _capsule_pointer.argtypes = ctypes.c_void_p, [ctypes.c_void_p,
+                                                                         ctypes.c_char_p]
+
+
+@_CAPSULE_DESTRUCTOR
+def _destroy_capsule(capsule):
+    """A capsule never consumed (still named "dltensor") frees its tensor; a consumer renames
+    it "used_dltensor" and calls the deleter itself when done."""
+    if _capsule_is_valid(capsule, b"dltensor"):
+        managed = ctypes.cast(_capsule_pointer(capsule, b"dltensor"),
+                              ctypes.POINTER(_DLManagedTensor))
+        managed.contents.deleter(managed)
+
+
+def dlpack_capsule(t: Tensor, dl_device, pointer):
+    """A legacy ("dltensor") DLPack capsule for t's view at ``pointer`` on ``dl_device``; it
+    keeps t's buffer alive until the consumer calls the deleter."""
+    shape = (ctypes.c_int64 * max(t.ndim, 1))(*t.shape)
+    strides = (ctypes.c_int64 * max(t.ndim, 1))(*t._strides)
+    managed = _DLManagedTensor()
+    managed.dl_tensor = _DLTensor(
+        ctypes.c_void_p(pointer), _DLDevice(*dl_device), t.ndim,
+        _DLDataType(_DL_CODES[t.dtype.kind], t.dtype.itemsize * 8, 1),
+        ctypes.cast(shape, ctypes.POINTER(ctypes.c_int64)),
+        ctypes.cast(strides, ctypes.POINTER(ctypes.c_int64)), 0)
+    managed.deleter = _delete_managed
+    _exported[ctypes.addressof(managed)] = (managed, shape, strides, t._buf)
+    return _capsule_new(ctypes.addressof(managed), b"dltensor", _destroy_capsule)
 
 
 def from_dlpack(ext) -> Tensor:

@@ -93,3 +93,65 @@ def test_user_kernel_writes_through_view():
     expected = np.arange(24, dtype=np.float32).reshape(4, 6)
     expected[:, 1::2] = expected[:, 1::2] * 10 + np.arange(3)
     np.testing.assert_array_equal(t.numpy(), expected)
+
+
+class _CpuCapsule:
+    """Serves the ctypes DLPack capsule (what a cuda tensor exports on a GPU) for a cpu view,
+    so that real consumers check its layout here: NumPy and cuda.core (Numba's kernel-argument
+    path on a GPU)."""
+
+    def __init__(self, view):
+        self.view = view
+
+    def __dlpack__(self, **kwargs):
+        from minigpu import interop
+        return interop.dlpack_capsule(self.view, (1, 0), self.view.data_ptr())
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+@pytest.mark.parametrize("dtype", [mg.float32, mg.float64, mg.int64, mg.bool])
+def test_ctypes_dlpack_capsule_is_read_by_numpy_and_cuda_core(dtype):
+    import gc
+
+    from minigpu import interop
+    t = mg.arange(24).reshape(4, 6).to(dtype)
+    for view in (t, t[1:, 1::2], t.T, t[2, 3]):
+        a = np.from_dlpack(_CpuCapsule(view))
+        assert a.dtype == dtype and a.shape == tuple(view.shape)
+        assert a.ctypes.data == view.data_ptr()
+        np.testing.assert_array_equal(a, view.numpy())
+        assert len(interop._exported) == 1  # kept alive while NumPy holds it
+        del a
+        gc.collect()
+        assert not interop._exported  # the consumer called the deleter
+    interop.dlpack_capsule(t, (1, 0), t.data_ptr())  # never consumed: the capsule frees it
+    gc.collect()
+    assert not interop._exported
+
+    utils = pytest.importorskip("cuda.core.utils")
+    view = t[1:, 1::2]
+    smv = utils.StridedMemoryView.from_dlpack(_CpuCapsule(view), stream_ptr=-1)
+    assert smv.ptr == view.data_ptr() and smv.shape == (3, 3)
+    assert smv.strides == (6, 2) and smv.dtype == dtype
+
+
+def test_cuda_dlpack_under_the_simulator_points_to_the_interface():
+    t = mg.ones(3, device="cuda")
+    if not mg.cuda.is_simulator():
+        pytest.skip("on a GPU cuda tensors export DLPack")
+    with pytest.raises(BufferError, match="under the simulator.*__cuda_array_interface__"):
+        t.__dlpack__()
+    assert mg.from_dlpack(t).data_ptr() == t.data_ptr()
+
+
+@pytest.mark.gpu
+def test_cuda_tensor_exports_dlpack_on_a_gpu():
+    utils = pytest.importorskip("cuda.core.utils")
+    t = mg.arange(24, dtype=mg.float32, device="cuda").reshape(4, 6)
+    view = t[1:, 1::2]
+    smv = utils.StridedMemoryView.from_dlpack(view, stream_ptr=int(mg.cuda.current_stream()))
+    assert smv.is_device_accessible and smv.ptr == view.data_ptr()
+    assert smv.shape == (3, 3) and smv.strides == (6, 2)
+    assert view.__cuda_array_interface__["stream"] == int(mg.cuda.current_stream())
