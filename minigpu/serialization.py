@@ -7,7 +7,7 @@ range, plus a ``__metadata__`` dict of strings) and the raw tensor bytes. So:
 - ``mg.save(model.state_dict(), "w.safetensors")`` stores every tensor under its state_dict
   key: ``safetensors.torch.load_file("w.safetensors")`` gives a dict that a PyTorch model's
   ``load_state_dict`` accepts, and ``mg.load`` reads files written by PyTorch's
-  ``safetensors.torch.save_file``.
+  ``safetensors.torch.save_file`` (bfloat16 and float16 weights are widened to float32).
 - A full checkpoint (nested dicts, lists and tuples of tensors, arrays, numbers, strings,
   ``None``: model and optimizer state, epoch, config) keeps its tensors in the file, named by
   their dotted path (``optimizer.state.0.exp_avg``), and its structure as JSON in the metadata
@@ -138,17 +138,23 @@ def _load_npz(path, device):
 
 
 def _load_safetensors(path, device):
-    from safetensors import SafetensorError, safe_open
+    from safetensors import SafetensorError, deserialize, safe_open
     try:
         with safe_open(path, framework="np") as fh:
             metadata = fh.metadata() or {}
-            arrays = {name: fh.get_tensor(name) for name in fh.keys()}
+            names = list(fh.keys())
+            bf16 = {n for n in names if fh.get_slice(n).get_dtype() == "BF16"}
+            arrays = {n: None if n in bf16 else fh.get_tensor(n) for n in names}
+        if bf16:  # NumPy has no bfloat16: widen the raw bytes to float32 (exact)
+            with open(path, "rb") as raw_file:
+                raw = dict(deserialize(raw_file.read()))
+            arrays.update({n: _bfloat16_to_float32(raw[n]) for n in bf16})
     except SafetensorError as e:
         raise CheckpointError(f"{path} is not a readable safetensors checkpoint (truncated, "
                               f"corrupted or another format): {e}") from None
     except (TypeError, ValueError) as e:  # e.g. bfloat16, which NumPy has no dtype for
         raise CheckpointError(f"{path}: cannot read its tensors as NumPy arrays ({e}); minigpu "
-                              f"loads float16/32/64, integer and bool tensors") from None
+                              f"loads bfloat16, float16/32/64, integer and bool tensors") from None
     if _SHA256 in metadata and metadata[_SHA256] != _digest(arrays):
         raise CheckpointError(f"{path} was modified or damaged after it was saved: its tensor "
                               f"bytes do not match the checksum written with them")
@@ -162,6 +168,12 @@ def _load_safetensors(path, device):
     except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise CheckpointError(f"{path}: the checkpoint structure in its metadata is damaged "
                               f"({type(e).__name__}: {e})") from None
+
+
+def _bfloat16_to_float32(spec):
+    """bfloat16 is the top half of a float32: shift the 16 bits into place."""
+    bits = np.frombuffer(bytes(spec["data"]), dtype="<u2").astype("<u4") << 16
+    return bits.view("<f4").reshape(spec["shape"])
 
 
 def _decode(node, arrays, device):

@@ -117,6 +117,22 @@ def test_reads_safetensors_written_by_pytorch(tmp_path):
     assert sd["bn.num_batches_tracked"].dtype == mg.int64 and sd["bn.num_batches_tracked"] == 3
 
 
+def test_reads_bfloat16_weights_as_float32(tmp_path):
+    values = np.array([[1.5, -2.0], [3.140625, 0.0]], dtype=np.float32)  # exact in bfloat16
+    bits = (values.view(np.uint32) >> 16).astype(np.uint16)
+    f8 = np.array([1.0], dtype=np.float32)
+    path = str(tmp_path / "bf16.safetensors")
+    safetensors.serialize_file({
+        "w": safetensors.TensorSpec(dtype="bfloat16", shape=[2, 2], data_ptr=bits.ctypes.data,
+                                    data_len=bits.nbytes),
+        "b": safetensors.TensorSpec(dtype="float32", shape=[1], data_ptr=f8.ctypes.data,
+                                    data_len=f8.nbytes)}, path, metadata=None)
+    sd = mg.load(path)
+    assert list(sd) == ["b", "w"] and sd["w"].dtype == mg.float32
+    np.testing.assert_array_equal(sd["w"].numpy(), values)
+    assert sd["b"].item() == 1.0
+
+
 @pytest.mark.parametrize("umask", [0o022, 0o002])
 def test_file_mode_follows_the_umask_and_the_write_is_atomic(tmp_path, umask):
     path = tmp_path / "w.safetensors"
