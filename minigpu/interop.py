@@ -89,6 +89,11 @@ def dlpack(t: Tensor, stream=None, max_version=None, dl_device=None, copy=None):
             "DLPack export of a cuda tensor under the simulator: its 'device' memory is host "
             "memory, which no DLPack consumer may read as CUDA memory. Pass the tensor itself "
             "to your @cuda.jit kernel (it reads __cuda_array_interface__), or use .cpu().")
+    if dl_device is not None and tuple(dl_device) != (KDL_CUDA, 0):
+        raise BufferError(f"a cuda tensor cannot be exported to DLPack device {dl_device}; "
+                          f"call .cpu() first")
+    if copy:
+        t = t.clone()
     _order_after_minigpu(stream)
     return dlpack_capsule(t, (KDL_CUDA, 0), data_ptr(t))
 
