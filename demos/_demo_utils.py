@@ -58,20 +58,37 @@ def fraction(text):
     return value
 
 
-def make_parser(demo: str, description: str, default_epochs) -> argparse.ArgumentParser:
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Appends "(default: X)" to an option's help, unless the help already states its default
+    (options whose default depends on others) or there is none to state (flags, None)."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if "default" in text or action.default in (None, False, argparse.SUPPRESS):
+            return text
+        return super()._get_help_string(action)
+
+
+def make_parser(demo: str, description: str, default_epochs,
+                default_out: str | None = None) -> argparse.ArgumentParser:
     """The options every demo has: --device, --epochs, --seed, --out, --smoke.
 
-    --epochs defaults to ``default_epochs``, or 1 with --smoke (see :func:`finish_args`)."""
+    --epochs defaults to ``default_epochs``, or 1 with --smoke (see :func:`finish_args`);
+    ``default_out`` describes an --out default computed later (the caller sets it)."""
     parser = argparse.ArgumentParser(prog=f"{demo}.py", description=description,
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                     formatter_class=HelpFormatter)
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                         help="auto = cuda when a real GPU is present, else cpu; cuda without a "
                              "GPU needs NUMBA_ENABLE_CUDASIM=1 (Numba's simulator, slow)")
     parser.add_argument("--epochs", type=positive_int, default=None,
                         help=f"training epochs (default: {default_epochs}; 1 with --smoke)")
-    parser.add_argument("--seed", type=non_negative_int, default=0)
-    parser.add_argument("--out", type=Path, default=Path("runs") / demo,
-                        help="folder for metrics.json, checkpoints and pictures")
+    parser.add_argument("--seed", type=non_negative_int, default=0,
+                        help="seed of minigpu's generator (weights, batches, noise)")
+    out_help = "folder for metrics.json, checkpoints and pictures"
+    if default_out is not None:
+        out_help += f" (default: {default_out})"
+    parser.add_argument("--out", type=Path, default=None if default_out else Path("runs") / demo,
+                        help=out_help)
     parser.add_argument("--smoke", action="store_true",
                         help="tiny sizes, a few steps: checks the demo runs (< 1 minute even on "
                              "the CUDA simulator)")

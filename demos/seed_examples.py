@@ -179,19 +179,22 @@ def gan(device, num_epochs, batch_size, d_steps, pixels=784):
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(prog=f"{DEMO}.py", description=(
         "the source material's PyTorch snippets, run by minigpu"),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=du.HelpFormatter)
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                         help="auto = cuda when a real GPU is present, else cpu")
     parser.add_argument("--epochs", type=du.positive_int, default=None,
                         help="num_epochs of the GAN loop (default 3; 1 with --smoke)")
     parser.add_argument("--batch-size", type=du.positive_int, default=None,
                         help="batch size of every example (default 4; 2 with --smoke)")
-    parser.add_argument("--d-steps", type=du.positive_int, default=1)
+    parser.add_argument("--d-steps", type=du.positive_int, default=1,
+                        help="discriminator updates per generator update in the GAN loop")
     parser.add_argument("--seq-len", type=du.positive_int, default=None,
                         help="sequence length for the recurrent layers (default 6; 3 with "
                              "--smoke)")
-    parser.add_argument("--seed", type=du.non_negative_int, default=0)
-    parser.add_argument("--out", type=du.Path, default=du.Path("runs") / DEMO)
+    parser.add_argument("--seed", type=du.non_negative_int, default=0,
+                        help="seed of minigpu's generator")
+    parser.add_argument("--out", type=du.Path, default=du.Path("runs") / DEMO,
+                        help="folder for metrics.json")
     parser.add_argument("--smoke", action="store_true",
                         help="the smallest inputs (fast on the CUDA simulator)")
     args = parser.parse_args(argv)

@@ -3,8 +3,8 @@
     python demos/train_cnn.py                     # cpu (or the GPU when there is one)
     python demos/train_cnn.py --device cuda       # the Numba kernels (simulator: add --smoke)
 
-Writes into --out (default runs/train_cnn): metrics.json, the checkpoint model.npz (load it
-with ``model.load_state_dict(mg.load(path))``), config.json (the model's constructor
+Writes into --out (default runs/train_cnn): metrics.json, the checkpoint model.safetensors
+(load it with ``model.load_state_dict(mg.load(path))``), config.json (the model's constructor
 arguments), curves.png (loss and accuracy per epoch) and misclassified.png (the test digits
 the network gets wrong).
 """
@@ -31,7 +31,8 @@ DEMO = "train_cnn"
 
 def parse_args(argv=None):
     parser = du.make_parser(DEMO, "LeNet-style CNN on the 8x8 digits", default_epochs=12)
-    parser.add_argument("--batch-size", type=du.positive_int, default=32)
+    parser.add_argument("--batch-size", type=du.positive_int, default=32,
+                        help="digits per training batch")
     parser.add_argument("--lr", type=du.positive_float, default=3e-3,
                         help="Adam's peak learning rate (cosine decay to 0 over the epochs)")
     parser.add_argument("--channels", type=du.positive_int, nargs=2, default=(32, 64),
@@ -92,15 +93,17 @@ def cosine_lr(optimizer, base_lr, epoch, epochs):
 
 
 def plot_curves(history, path):
+    """Loss and accuracy per epoch; markers show every epoch (and a 1-epoch run at all)."""
     plt = du.pyplot()
     epochs = [h["epoch"] for h in history]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(8, 3))
-    ax1.plot(epochs, [h["train_loss"] for h in history], label="train")
-    ax1.plot(epochs, [h["test_loss"] for h in history], label="test")
+    style = dict(marker="o", markersize=3)
+    ax1.plot(epochs, [h["train_loss"] for h in history], label="train", **style)
+    ax1.plot(epochs, [h["test_loss"] for h in history], label="test", **style)
     ax1.set_xlabel("epoch"), ax1.set_ylabel("cross-entropy"), ax1.set_yscale("log")
     ax1.legend()
-    ax2.plot(epochs, [100 * h["train_accuracy"] for h in history], label="train")
-    ax2.plot(epochs, [100 * h["test_accuracy"] for h in history], label="test")
+    ax2.plot(epochs, [100 * h["train_accuracy"] for h in history], label="train", **style)
+    ax2.plot(epochs, [100 * h["test_accuracy"] for h in history], label="test", **style)
     ax2.set_xlabel("epoch"), ax2.set_ylabel("accuracy (%)"), ax2.legend()
     fig.tight_layout()
     return du.save_figure(fig, path)
@@ -146,7 +149,7 @@ def main(argv=None):
 
     test_loss, test_acc, preds = evaluate(model, x_test, y_test, loss_fn)
     out = args.out
-    mg.save(model.state_dict(), out / "model.npz")
+    mg.save(model.state_dict(), out / "model.safetensors")
     (out / "config.json").write_text(json.dumps(config) + "\n")
     plot_curves(history, out / "curves.png")
     labels, images = y_test.numpy(), x_test.numpy()[:, 0]
@@ -169,7 +172,7 @@ def main(argv=None):
     du.write_metrics(out, metrics)
     print(f"test accuracy {100 * test_acc:.2f}% ({metrics['test_errors']} errors) after "
           f"{args.epochs} epochs, {train_seconds:.1f} s of training on {device}; "
-          f"wrote {out}/metrics.json, model.npz, curves.png"
+          f"wrote {out}/metrics.json, model.safetensors, curves.png"
           f"{', misclassified.png' if len(wrong) else ''}")
     return metrics
 

@@ -10,15 +10,18 @@ from them), then one generator update that labels its fakes as real.
 
     python demos/train_gan.py
 
-How good are the samples? A digits CNN (loaded from the train_cnn demo's run when there is one,
-else trained here for a few epochs) classifies generated images: digit-like samples get
+How good are the samples? A digits CNN classifies generated images: digit-like samples get
 confident predictions (mean max-softmax), and a generator that has not collapsed onto a few
 digits covers many classes (entropy of the predicted-class histogram; ln 10 = 2.30 is uniform).
-Both are reported for the trained generator, an untrained one, and real test digits.
+Both are reported for the trained generator, an untrained one, and real test digits. The CNN
+is the train_cnn demo's run next to this one (``--classifier``, default ``OUT/../train_cnn``:
+``runs/train_cnn`` for the default ``--out runs/train_gan``), else one trained here for a few
+epochs. Scores from a weak classifier mean little, so when its test accuracy is below
+``--min-classifier-accuracy`` the scores are refused (metrics.json says why).
 
-Writes into --out (default runs/train_gan): metrics.json, generator.npz, discriminator.npz,
-samples.png (final samples), progress.png (the same latent vectors over training),
-losses.png.
+Writes into --out (default runs/train_gan): metrics.json, generator.safetensors,
+discriminator.safetensors, samples.png (final samples), progress.png (the same latent vectors
+over training), losses.png.
 """
 from __future__ import annotations
 
@@ -47,7 +50,8 @@ LATENT = 100
 def parse_args(argv=None):
     parser = du.make_parser(DEMO, "MLP GAN on the 8x8 digits, scored by a digits CNN",
                             default_epochs=100)
-    parser.add_argument("--batch-size", type=du.positive_int, default=64)
+    parser.add_argument("--batch-size", type=du.positive_int, default=64,
+                        help="real digits (and generated ones) per discriminator batch")
     parser.add_argument("--lr", type=du.positive_float, default=2e-4,
                         help="Adam learning rate of both networks (the source's 0.0002)")
     parser.add_argument("--beta1", type=du.fraction, default=0.5,
@@ -59,15 +63,22 @@ def parse_args(argv=None):
                              "smoothing)")
     parser.add_argument("--d-steps", type=du.positive_int, default=1,
                         help="discriminator updates per generator update")
-    parser.add_argument("--hidden", type=du.positive_int, default=256)
+    parser.add_argument("--hidden", type=du.positive_int, default=256,
+                        help="hidden units of the generator and of the discriminator")
     parser.add_argument("--sample-every", type=du.positive_int, default=None,
                         help="epochs between sample grids (default: epochs / 5)")
     parser.add_argument("--num-eval", type=du.positive_int, default=1000,
                         help="generated samples scored by the classifier")
-    parser.add_argument("--classifier", type=Path, default=Path("runs") / "train_cnn",
-                        help="a train_cnn run folder (model.npz + config.json) to score "
-                             "samples with; trained here when absent")
+    parser.add_argument("--classifier", type=Path, default=None,
+                        help="a train_cnn run folder (model.safetensors + config.json) to "
+                             "score samples with (default: OUT/../train_cnn, the train_cnn "
+                             "run next to this one); a CNN is trained here when it has none")
+    parser.add_argument("--min-classifier-accuracy", type=du.fraction, default=0.95,
+                        help="refuse the scores when the classifier's accuracy on the test "
+                             "digits is below this")
     args = du.finish_args(parser, parser.parse_args(argv), default_epochs=100)
+    if args.classifier is None:
+        args.classifier = args.out.parent / "train_cnn"
     if args.sample_every is None:
         args.sample_every = max(1, args.epochs // 5)
     return args
@@ -103,8 +114,11 @@ def generate(generator, latent_vector):
 # --- the classifier that scores samples -----------------------------------------------------------
 def load_classifier(folder: Path, device):
     """The train_cnn demo's network from its run folder, or None (with the reason printed)."""
-    model_path, config_path = folder / "model.npz", folder / "config.json"
-    if not (model_path.is_file() and config_path.is_file()):
+    config_path = folder / "config.json"
+    model_path = next((folder / name for name in ("model.safetensors", "model.npz")
+                       if (folder / name).is_file()), None)  # .npz: runs of older versions
+    if model_path is None or not config_path.is_file():
+        print(f"no train_cnn run in {folder}; training a classifier here")
         return None
     try:
         config = json.loads(config_path.read_text())
@@ -140,6 +154,13 @@ def train_classifier(device, seed, smoke):
     return model.eval()
 
 
+def classifier_accuracy(classifier, x, y, batch=500):
+    with mg.no_grad():
+        preds = np.concatenate([classifier(x[s:s + batch]).numpy().argmax(axis=1)
+                                for s in range(0, x.shape[0], batch)])
+    return float((preds == y.numpy()).mean())
+
+
 def sample_scores(classifier, images, batch=500):
     """Mean max-softmax confidence, entropy (nats) of the predicted-class histogram, classes
     predicted for at least 1 % of the images, and the inception score exp(E[KL(p(y|x)||p(y))])."""
@@ -163,10 +184,12 @@ def plot_losses(history, path):
     plt = du.pyplot()
     fig, ax = plt.subplots(figsize=(6, 3))
     epochs = [h["epoch"] for h in history]
-    ax.plot(epochs, [h["d_loss"] for h in history], label="discriminator (real + fake)")
-    ax.plot(epochs, [h["g_loss"] for h in history], label="generator")
-    ax.plot(epochs, [h["d_real"] for h in history], label="D(real)", linestyle=":")
-    ax.plot(epochs, [h["d_fake"] for h in history], label="D(G(z))", linestyle=":")
+    style = dict(marker="o", markersize=2)  # visible for a single epoch too
+    ax.plot(epochs, [h["d_loss"] for h in history], label="discriminator (real + fake)",
+            **style)
+    ax.plot(epochs, [h["g_loss"] for h in history], label="generator", **style)
+    ax.plot(epochs, [h["d_real"] for h in history], label="D(real)", linestyle=":", **style)
+    ax.plot(epochs, [h["d_fake"] for h in history], label="D(G(z))", linestyle=":", **style)
     ax.axhline(2 * math.log(2), color="gray", linewidth=0.8, linestyle="--")
     ax.set_xlabel("epoch"), ax.set_ylabel("BCE loss / probability"), ax.legend(fontsize=7)
     fig.tight_layout()
@@ -277,8 +300,8 @@ def main(argv=None):
     train_seconds = timer.seconds
 
     out = args.out
-    mg.save(generator.state_dict(), out / "generator.npz")
-    mg.save(discriminator.state_dict(), out / "discriminator.npz")
+    mg.save(generator.state_dict(), out / "generator.safetensors")
+    mg.save(discriminator.state_dict(), out / "discriminator.safetensors")
     latent = mg.randn(num_eval, LATENT, device=device)
     samples = generate(generator, latent)
     du.image_grid(samples.numpy()[:64, 0], out / "samples.png", columns=16,
@@ -286,35 +309,45 @@ def main(argv=None):
     plot_progress(snapshots, out / "progress.png")
     plot_losses(history, out / "losses.png")
 
-    classifier = None if args.smoke else load_classifier(args.classifier, device)
+    classifier = load_classifier(args.classifier, device)
     classifier_source = str(args.classifier) if classifier is not None else "trained here"
     if classifier is None:
         classifier = train_classifier(device, args.seed, args.smoke)
-    x_test, _ = load_digits("test", device=device)
+    x_test, y_test = load_digits("test", device=device)
     if args.smoke:
-        x_test = x_test[:num_eval]
-    scores = {
-        "trained": sample_scores(classifier, samples),
-        "untrained": sample_scores(classifier, generate(untrained, latent)),
-        "real_test_digits": sample_scores(classifier, x_test),
-    }
-    for name, s in scores.items():
-        print(f"{name:>17}: confidence {s['confidence']:.3f}  class entropy "
-              f"{s['class_entropy']:.3f} nats  classes covered {s['classes_covered']:2d}  "
-              f"inception score {s['inception_score']:.2f}")
+        x_test, y_test = x_test[:num_eval], y_test[:num_eval]
+    accuracy = classifier_accuracy(classifier, x_test, y_test)
+    print(f"classifier ({classifier_source}): {100 * accuracy:.2f} % on "
+          f"{x_test.shape[0]} test digits")
+    scores, refused = None, None
+    if accuracy < args.min_classifier_accuracy:
+        refused = (f"no sample scores: the classifier ({classifier_source}) reaches only "
+                   f"{100 * accuracy:.2f} % test accuracy, below --min-classifier-accuracy "
+                   f"{100 * args.min_classifier_accuracy:.0f} %; its confidence and inception "
+                   f"scores would mislead. Train it longer (python demos/train_cnn.py --out "
+                   f"{args.classifier}) or point --classifier at a better run.")
+        print(refused)
+    else:
+        scores = {
+            "trained": sample_scores(classifier, samples),
+            "untrained": sample_scores(classifier, generate(untrained, latent)),
+            "real_test_digits": sample_scores(classifier, x_test),
+        }
+        for name, s in scores.items():
+            print(f"{name:>17}: confidence {s['confidence']:.3f}  class entropy "
+                  f"{s['class_entropy']:.3f} nats  classes covered {s['classes_covered']:2d}  "
+                  f"inception score {s['inception_score']:.2f}")
+    scored = {f"{which}_{key}": scores[which][key] for which in ("trained", "untrained")
+              for key in ("confidence", "class_entropy", "classes_covered")} if scores else {}
     metrics = dict(demo=DEMO, device=device, simulator=device == "cuda" and
                    mg.cuda.is_simulator(), epochs=args.epochs, seed=args.seed,
                    smoke=args.smoke, batch_size=batch_size, lr=args.lr, d_steps=d_steps,
                    hidden=hidden, num_eval=num_eval, train_seconds=train_seconds,
-                   classifier=classifier_source,
-                   final_d_loss=history[-1]["d_loss"], final_g_loss=history[-1]["g_loss"],
-                   trained_confidence=scores["trained"]["confidence"],
-                   untrained_confidence=scores["untrained"]["confidence"],
-                   trained_class_entropy=scores["trained"]["class_entropy"],
-                   untrained_class_entropy=scores["untrained"]["class_entropy"],
-                   trained_classes_covered=scores["trained"]["classes_covered"],
-                   untrained_classes_covered=scores["untrained"]["classes_covered"],
-                   scores=scores, history=history)
+                   classifier=classifier_source, classifier_test_accuracy=accuracy,
+                   min_classifier_accuracy=args.min_classifier_accuracy,
+                   scores_refused=refused, final_d_loss=history[-1]["d_loss"],
+                   final_g_loss=history[-1]["g_loss"], **scored, scores=scores,
+                   history=history)
     du.write_metrics(out, metrics)
     print(f"{train_seconds:.1f} s of training on {device}; wrote {out}/metrics.json, "
           f"samples.png, progress.png, losses.png")

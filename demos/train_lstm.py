@@ -46,12 +46,15 @@ DEFAULTS = {  # per task: epochs, hidden size, batch size, learning rate
 def parse_args(argv=None):
     parser = du.make_parser(DEMO, "LSTM on digit rows (--task rows) or a character-level "
                                   "language model (--task charlm)",
-                            default_epochs="rows 25, charlm 8")
-    parser.add_argument("--task", choices=tuple(DEFAULTS), default="rows")
+                            default_epochs="rows 25, charlm 8",
+                            default_out=f"runs/{DEMO}/TASK")
+    parser.add_argument("--task", choices=tuple(DEFAULTS), default="rows",
+                        help="rows: classify digits read row by row; charlm: predict the next "
+                             "character of Python source")
     parser.add_argument("--hidden", type=du.positive_int, default=None,
                         help="LSTM hidden size (default: 128)")
     parser.add_argument("--batch-size", type=du.positive_int, default=None,
-                        help="default: 32")
+                        help="sequences per batch (default: 32)")
     parser.add_argument("--lr", type=du.positive_float, default=None,
                         help="Adam's peak learning rate, cosine decay (default: rows 5e-3, "
                              "charlm 1e-2)")
@@ -60,13 +63,14 @@ def parse_args(argv=None):
     charlm = parser.add_argument_group("charlm")
     charlm.add_argument("--seq-len", type=du.positive_int, default=48,
                         help="characters per training sequence (truncated BPTT length)")
-    charlm.add_argument("--steps-per-epoch", type=du.positive_int, default=100)
+    charlm.add_argument("--steps-per-epoch", type=du.positive_int, default=100,
+                        help="training batches per epoch")
     charlm.add_argument("--embed", type=du.positive_int, default=32,
                         help="character embedding size")
     charlm.add_argument("--temperature", type=du.positive_float, default=0.7,
                         help="sampling temperature for the generated text")
-    charlm.add_argument("--sample-chars", type=du.positive_int, default=300)
-    parser.set_defaults(out=None)
+    charlm.add_argument("--sample-chars", type=du.positive_int, default=300,
+                        help="length of each generated text sample")
     args = parser.parse_args(argv)
     if args.bidirectional and args.task == "charlm":
         parser.error("--bidirectional applies to --task rows only: a language model that reads "

@@ -16,6 +16,7 @@ from .ops import (abs, argmax, argmin, bmm, cat, chunk, clamp, clip, exp, flatte
                   index_select, log, log_softmax, matmul, max, maximum, mean, min, minimum, mm,
                   permute, relu, reshape, sigmoid, softmax, split, sqrt, squeeze, stack, std,
                   sum, tanh, transpose, unsqueeze, var, where)
+from .interop import from_dlpack
 from .random import Generator, default_generator, initial_seed, manual_seed
 from .serialization import load, save
 from .tensor import Device, Size, Tensor, bool_ as bool, device, float32

@@ -127,8 +127,9 @@ def rand_like(x, dtype=None, device=None):
 
 
 def randint(low, high=None, size=(), dtype=None, device=None, generator=None):
-    if high is None:
-        low, high = 0, low
+    """Integers in [low, high); ``randint(high, size)`` as in PyTorch."""
+    if high is None or isinstance(high, (tuple, list)):
+        low, high, size = 0, low, size if high is None else high
     if high <= low:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} "
                            f">= to={high}")

@@ -37,11 +37,15 @@ class Device:
 
     def __init__(self, spec):
         spec = spec.type if isinstance(spec, Device) else str(spec)
-        kind = spec.split(":")[0]
-        if kind not in ("cpu", "cuda") or spec.count(":") > 1 or (
-                ":" in spec and spec.split(":")[1] not in ("0",)):
+        kind, _, index = spec.partition(":")
+        if kind not in ("cpu", "cuda"):
             raise RuntimeError(f"Expected one of cpu, cuda device type at start of device "
                                f"string: {spec}")
+        if _ and not index.isdigit():
+            raise RuntimeError(f"Invalid device string: '{spec}'")
+        if _ and int(index) != 0:
+            raise RuntimeError(f"CUDA error: invalid device ordinal: '{spec}' (minigpu uses one "
+                               f"device of each type: '{kind}' or '{kind}:0')")
         self.type = kind
 
     def __eq__(self, other):
@@ -181,7 +185,7 @@ class Tensor(TensorMethods):
     # --- autograd ------------------------------------------------------------------------
     def requires_grad_(self, requires_grad=True):
         if requires_grad and self.dtype.kind != "f":
-            raise RuntimeError("only Tensors of floating point dtype can require gradients")
+            raise RuntimeError("Only Tensors of floating point dtype can require gradients")
         if not requires_grad and self.grad_fn is not None:
             raise RuntimeError("you can only change requires_grad flags of leaf variables.")
         self.requires_grad = bool(requires_grad)
@@ -293,6 +297,25 @@ class Tensor(TensorMethods):
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
                                "Use tensor.detach().numpy() instead.")
         return self.backend.to_numpy(self._view())
+
+    # --- interop: DLPack, __cuda_array_interface__, data_ptr (see interop.py) ---------------
+    def data_ptr(self) -> int:
+        """Address of the first element of this view (host address of the simulated buffer
+        under the simulator)."""
+        return _interop().data_ptr(self)
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        """CUDA Array Interface v3 of this view (cuda tensors only): Numba kernels, CuPy and
+        PyTorch read and write the tensor's memory through it."""
+        return _interop().cuda_array_interface(self)
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        return _interop().dlpack(self, stream, max_version, dl_device, copy)
+
+    def __dlpack_device__(self) -> tuple:
+        return _interop().dlpack_device(self)
+    # --- end of interop ------------------------------------------------------------------
 
     def tolist(self):
         return self.detach().numpy().tolist()
@@ -484,3 +507,8 @@ class Tensor(TensorMethods):
 def _ops():
     from . import ops
     return ops
+
+
+def _interop():
+    from . import interop
+    return interop

@@ -8,6 +8,7 @@ matplotlib (the ``demos`` extra); without them those tests skip.
 import importlib
 import json
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -55,12 +56,12 @@ def test_train_cnn_smoke(tmp_path, cuda):
     assert m == json.loads(json.dumps(returned))
     assert m["device"] == "cuda" and m["smoke"] and m["epochs"] == 1
     assert 0 <= m["test_accuracy"] <= 1 and finite(m["test_loss"], m["train_seconds"])
-    for name in ("model.npz", "config.json", "curves.png"):
+    for name in ("model.safetensors", "config.json", "curves.png"):
         assert (tmp_path / name).is_file(), name
     # The checkpoint loads into the network its config.json describes.
     from minigpu.models import LeNet5
     model = LeNet5(**json.loads((tmp_path / "config.json").read_text()))
-    model.load_state_dict(mg.load(tmp_path / "model.npz"))
+    model.load_state_dict(mg.load(tmp_path / "model.safetensors"))
 
 
 def test_train_lstm_rows_smoke(tmp_path, cuda):
@@ -88,16 +89,93 @@ def test_train_lstm_charlm_smoke(tmp_path, cuda):
 
 def test_train_gan_smoke(tmp_path, cuda):
     needs("sklearn", "matplotlib")
-    demo("train_gan").main(["--smoke", "--device", cuda, "--out", str(tmp_path)])
-    m = read_metrics(tmp_path)
+    out = tmp_path / "train_gan"  # no train_cnn run next to it: a classifier is trained here
+    demo("train_gan").main(["--smoke", "--device", cuda, "--out", str(out),
+                            "--min-classifier-accuracy", "0"])  # score even a 1-step CNN
+    m = read_metrics(out)
     assert m["device"] == "cuda" and m["d_steps"] == 1
+    assert m["classifier"] == "trained here" and m["scores_refused"] is None
+    assert 0 <= m["classifier_test_accuracy"] <= 1
     for key in ("trained_confidence", "untrained_confidence"):
         assert 0.1 - 1e-6 <= m[key] <= 1, key  # max-softmax over 10 classes is >= 1/10
     for key in ("trained_class_entropy", "untrained_class_entropy"):
         assert 0 <= m[key] <= math.log(10) + 1e-6, key
     assert finite(m["final_d_loss"], m["final_g_loss"])
-    for name in ("samples.png", "progress.png", "losses.png", "generator.npz"):
-        assert (tmp_path / name).is_file(), name
+    for name in ("samples.png", "progress.png", "losses.png", "generator.safetensors"):
+        assert (out / name).is_file(), name
+
+
+def test_gan_uses_the_classifier_next_to_its_run_and_refuses_weak_scores(tmp_path,
+                                                                         monkeypatch):
+    needs("sklearn", "matplotlib")
+    decoy = tmp_path / "cwd" / "runs" / "train_cnn"  # what the old demo read from the cwd
+    decoy.mkdir(parents=True)
+    (decoy / "config.json").write_text("{}")
+    (decoy / "model.safetensors").write_bytes(b"not a checkpoint")
+    monkeypatch.chdir(tmp_path / "cwd")
+    runs = tmp_path / "runs"
+    demo("train_cnn").main(["--smoke", "--device", "cpu", "--out", str(runs / "train_cnn")])
+    m = demo("train_gan").main(["--smoke", "--device", "cpu", "--out", str(runs / "train_gan")])
+    assert m["classifier"] == str(runs / "train_cnn")
+    assert m["classifier_test_accuracy"] < 0.95  # one optimizer step on 8 digits
+    assert m["scores"] is None and "trained_confidence" not in m
+    assert m["scores_refused"].startswith(f"no sample scores: the classifier "
+                                          f"({runs / 'train_cnn'}) reaches only")
+    assert "below --min-classifier-accuracy 95 %" in m["scores_refused"]
+    assert read_metrics(runs / "train_gan") == json.loads(json.dumps(m))
+
+
+def _figures_of(module, call, monkeypatch):
+    """The matplotlib figures ``call()`` saves through the demos' save_figure."""
+    du = demo("_demo_utils")
+    figures, save = [], du.save_figure
+
+    def spy(fig, path, **kwargs):
+        figures.append(fig)
+        return save(fig, path, **kwargs)
+    monkeypatch.setattr(du, "save_figure", spy)
+    call(demo(module))
+    return figures
+
+
+def _every_panel_shows_its_single_point(figures):
+    assert figures
+    for fig in figures:
+        for ax in fig.axes:
+            assert ax.lines and all(line.get_marker() not in (None, "", " ", "None")
+                                    for line in ax.lines if len(line.get_xdata()) == 1), ax
+
+
+def test_one_epoch_curves_have_no_empty_panels(tmp_path, monkeypatch):
+    needs("matplotlib")
+    one = [dict(epoch=1, lr=1e-3, train_loss=0.5, test_loss=0.6, train_accuracy=0.8,
+                test_accuracy=0.7, d_loss=1.3, g_loss=0.7, d_real=0.5, d_fake=0.4, val_loss=2.0)]
+    for module, call in [
+        ("train_cnn", lambda m: m.plot_curves(one, tmp_path / "cnn.png")),
+        ("train_gan", lambda m: m.plot_losses(one, tmp_path / "gan.png")),
+        ("train_lstm", lambda m: m.plot_curves(one, tmp_path / "lstm.png",
+                                               [("train_loss", "train")], "loss", 1.0, "h")),
+    ]:
+        _every_panel_shows_its_single_point(_figures_of(module, call, monkeypatch))
+
+
+@pytest.mark.parametrize("module", ["train_cnn", "train_gan", "train_lstm", "seed_examples"])
+def test_help_states_each_default_once_and_documents_every_option(module, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        demo(module).parse_args(["--help"])
+    assert exit_info.value.code == 0
+    text = capsys.readouterr().out
+    flat = " ".join(text.split())
+    assert "(default: None)" not in flat and "(default: False)" not in flat
+    options = text[text.index("options:"):]
+    entries = re.split(r"\n  (?=-)", options)[1:]  # one entry per option, with its help
+    assert len(entries) >= 6
+    for entry in entries:
+        words = " ".join(entry.split())
+        name = words.split()[0].rstrip(",")
+        assert words.count("default") <= 1, words
+        help_text = re.sub(r"^(-\S+( [A-Z_0-9{},]+)*,? ?)+", "", words)
+        assert len(help_text) > 10, f"{module} {name} has no help"
 
 
 def test_gan_scores_tell_collapse_from_diversity():

@@ -1,9 +1,10 @@
 """Modules as a whole: state_dict keys, shapes and dtypes equal to PyTorch's for the same model
 (the expected values below were printed by ``torch.nn`` for the identical class), load errors,
-.npz checkpoints without pickle, train/eval, zero_grad, device moves and repr.
+safetensors checkpoints, train/eval, zero_grad, device moves and repr.
 """
 import numpy as np
 import pytest
+from safetensors.numpy import load_file
 
 import minigpu as mg
 from minigpu import nn
@@ -98,19 +99,19 @@ def test_load_state_dict_errors_and_strict_false():
     assert result.missing_keys == ["features.0.bias"] and result.unexpected_keys == ["extra"]
 
 
-def test_save_load_npz_round_trip_without_pickle(tmp_path):
+def test_save_load_safetensors_round_trip_as_torch_reads_it(tmp_path):
     mg.manual_seed(0)
     model = SmallCNN()
     x = mg.randn(3, 1, 28, 28)
     model(x)  # one training step of the batch-norm statistics
     model.eval()
     expected = model(x).detach().numpy()
-    path = tmp_path / "small_cnn.npz"
+    path = tmp_path / "small_cnn.safetensors"
     mg.save(model.state_dict(), path)
-    with np.load(path, allow_pickle=False) as raw:  # plain arrays
-        assert sorted(raw.files) == sorted(k for k, _, _ in TORCH_STATE)
-        assert raw["features.1.num_batches_tracked"].dtype == np.int64
-        assert raw["features.1.num_batches_tracked"] == 1
+    # what safetensors.torch.load_file reads: the same names, shapes and dtypes as torch.nn
+    raw = load_file(path)
+    assert sorted((k, v.shape, str(v.dtype)) for k, v in raw.items()) == sorted(TORCH_STATE)
+    assert raw["features.1.num_batches_tracked"] == 1
     mg.manual_seed(1)
     fresh = SmallCNN().eval()
     assert not np.allclose(fresh(x).detach().numpy(), expected)
@@ -120,7 +121,7 @@ def test_save_load_npz_round_trip_without_pickle(tmp_path):
     # NumPy arrays load too (e.g. exported from another framework under the same keys)
     fresh.load_state_dict({k: v.numpy() for k, v in model.state_dict().items()})
     with pytest.raises(TypeError, match="never use pickle"):
-        mg.save({"bad": object()}, tmp_path / "bad.npz")
+        mg.save({"bad": object()}, tmp_path / "bad.safetensors")
 
 
 def test_train_eval_switches_every_submodule():

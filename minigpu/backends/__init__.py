@@ -6,9 +6,21 @@ import importlib
 _BACKENDS = {"cpu": "minigpu.backends.cpu", "cuda": "minigpu.backends.cuda"}
 
 
+NO_CUDA = ("device='cuda' needs an NVIDIA GPU and its driver, and found none on this machine "
+           "(Numba: CUDA driver library cannot be found, or no device). To run the cuda "
+           "device's kernels on the CPU instead, enable Numba's CUDA simulator: set "
+           "NUMBA_ENABLE_CUDASIM=1 in the environment before starting Python (e.g. "
+           "`NUMBA_ENABLE_CUDASIM=1 python train.py`; slow, but every kernel really runs). "
+           "device='cpu' runs everywhere.")
+
+
 def get(device_type: str):
-    """The backend module for ``"cpu"`` or ``"cuda"`` (cuda is imported on first use)."""
+    """The backend module for ``"cpu"`` or ``"cuda"`` (cuda is imported on first use; without
+    a GPU or the simulator, a clear error instead of Numba's driver message)."""
     try:
-        return importlib.import_module(_BACKENDS[device_type])
+        module = importlib.import_module(_BACKENDS[device_type])
     except KeyError:
         raise RuntimeError(f"unknown device type {device_type!r}; expected 'cpu' or 'cuda'") from None
+    if device_type == "cuda" and not module.is_available():
+        raise RuntimeError(NO_CUDA)
+    return module

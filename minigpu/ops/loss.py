@@ -117,6 +117,9 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     _check_reduction(reduction)
     _check_float("binary_cross_entropy", input, target)
     _same_size("binary_cross_entropy", input, target)
+    with no_grad():  # like PyTorch's cpu check (its cuda kernel asserts); NaN fails too
+        if not (input.clamp(0.0, 1.0) == input).all().item():
+            raise RuntimeError("all elements of input should be between 0 and 1")
     loss = BinaryCrossEntropy.apply(input, target.to(input.dtype))
     if weight is not None:
         loss = loss * weight
