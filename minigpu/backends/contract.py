@@ -108,7 +108,7 @@ BINARY_OPS = {op.name: op.formula for op in optable.BINARY}
 
 COMPARISONS = tuple(op.name for op in optable.BINARY if op.bool_result)
 
-REDUCE_OPS = ("sum", "max", "min")
+REDUCE_OPS = ("sum", "max", "min", "prod")
 
 PRIMITIVES = {
     # --- memory and transfer -------------------------------------------------------------
@@ -191,6 +191,24 @@ PRIMITIVES = {
                      "u1 = ((bits(i,1) >> 8) + 1) * 2**-24, u2 = (bits(i,2) >> 8) * 2**-24, "
                      "sqrt(-2 log u1) cos(2 pi u2)",
 }
+
+
+# --- issue 14: scans, stream compaction, gathers and scatters along a dim --------------------
+PRIMITIVES.update({
+    "scan": "scan(op, x_view, axis, exclusive=False, reverse=False) -> buf of x's shape: the "
+            "prefix op ('sum' or 'prod') along axis, inclusive (element k combines 0..k) or "
+            "exclusive (0..k-1, the identity first); reverse scans from the end",
+    "masked_select": "masked_select(x_view, mask_view bool, same shape) -> buf (count,): the "
+                     "elements where mask is True, in row-major order",
+    "masked_scatter": "masked_scatter(mask_view bool, src_view (count,)) -> buf of mask's "
+                      "shape: src[j] at the j-th True position (row-major), zeros elsewhere",
+    "gather_dim": "gather_dim(x_view, dim, idx_view int64) -> buf of idx's shape: "
+                  "out[..., i_dim, ...] = x[..., idx[..., i_dim, ...], ...] (torch.gather; "
+                  "idx's other sizes <= x's)",
+    "scatter_add_dim": "scatter_add_dim(base_view, dim, idx_view int64, src_view) -> buf of "
+                       "base's shape: base, then out[..., idx[i], ...] += src[i] for every "
+                       "element i of idx (torch.scatter_add; atomics on cuda)",
+})
 
 
 def check_backend(module) -> list[str]:

@@ -18,5 +18,7 @@ from .lstm import lstm_cell, lstm_cell_backward  # noqa: F401
 from .optim import adagrad_step_, adam_step_, adamw_step_, rmsprop_step_, sgd_step_  # noqa: F401
 from .layernorm import layer_norm, layer_norm_backward  # noqa: F401
 from .random import random_normal, random_uniform  # noqa: F401
+from .scan import masked_scatter, masked_select, scan  # noqa: F401
+from .indexing import gather_dim, scatter_add_dim  # noqa: F401
 
 name = "cpu"

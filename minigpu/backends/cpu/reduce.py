@@ -6,7 +6,7 @@ import numpy as np
 from .memory import array, flat
 
 
-_REDUCE = {"sum": np.sum, "max": np.max, "min": np.min}
+_REDUCE = {"sum": np.sum, "max": np.max, "min": np.min, "prod": np.prod}
 
 
 def reduce(op, x, axes):

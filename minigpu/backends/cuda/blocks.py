@@ -1,6 +1,6 @@
 """Shared kernel building blocks: what reduce, softmax and the lessons are made of.
 
-- combining two partial results: ``add``, the NaN-propagating ``max_nan`` / ``min_nan``
+- combining two partial results: ``add``, ``mul``, the NaN-propagating ``max_nan`` / ``min_nan``
   (``COMBINE``), and the (value, index) comparisons of argmax/argmin (``BETTER``), with the
   neutral element of each (``identity``);
 - warp- and block-wide reductions as device-function factories: ``warp_allreduce`` (5 shuffle
@@ -69,7 +69,12 @@ def min_nan(x, y):
     return x if (x < y or x != x) else y
 
 
-COMBINE = {"sum": add, "max": max_nan, "min": min_nan}
+@cuda.jit(device=True)
+def mul(a, b):
+    return a * b
+
+
+COMBINE = {"sum": add, "max": max_nan, "min": min_nan, "prod": mul}
 
 
 @cuda.jit(device=True)
@@ -96,11 +101,13 @@ BETTER = {"max": better_max, "min": better_min}
 
 
 def identity(op, dtype):
-    """The neutral element of ``op`` as a ``dtype`` scalar: 0, -inf/+inf (or the integer
+    """The neutral element of ``op`` as a ``dtype`` scalar: 0, 1, -inf/+inf (or the integer
     extremes), so padded lanes and empty threads never change the result."""
     dtype = np.dtype(dtype)
     if op == "sum":
         value = 0
+    elif op == "prod":
+        value = 1
     elif dtype.kind == "f":
         value = -np.inf if op == "max" else np.inf
     else:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from numba import cuda, float32
 
-from ..contract import View, numel
+from ..contract import View, contiguous_strides, numel
 from .device import current_stream, empty, launch_1d
 from .memory import contiguous, full
 
@@ -162,4 +162,88 @@ def index_add(idx: View, src: View, v, *, block=None, max_blocks=None):
     grid, blk = launch_1d(rows * d, block, max_blocks)
     index_add_kernel[grid, blk, current_stream()](idx.buf, idx.strides[0], idx.offset, rows,
                                                   buf, strides, offset, out.reshape(v, d))
+    return out
+
+
+# --- along a dim: torch.gather and torch.scatter_add ----------------------------------------
+@cuda.jit
+def gather_dim_kernel(x, xs, xoff, dim, idx, ishape, istrides, ioff, out):
+    """``out[c] = x[c with coordinate dim replaced by idx[c]]`` for every coordinate ``c`` of
+    the (any-rank) index; ``out`` is dense in the index's shape.
+
+    Thread mapping: one thread per index/output element (grid-stride, 1-D); the coordinates
+    are peeled from the linear index, the last dimension fastest.
+    Block/grid: 1-D, ``device.BLOCK`` threads, ``ceil(n/BLOCK)`` blocks (capped).
+    Memory: index reads and output writes coalesced; ``x`` reads coalesce when ``dim`` is not
+    the innermost dimension (neighbouring threads differ in the innermost coordinate, which
+    they take from their own position), and are one gather per thread along it.
+    """
+    start, step = cuda.grid(1), cuda.gridsize(1)
+    for i in range(start, out.size, step):
+        ipos = ioff
+        xpos = xoff
+        rest = i
+        for d in range(len(ishape) - 1, -1, -1):
+            c = rest % ishape[d]
+            rest //= ishape[d]
+            ipos += c * istrides[d]
+            if d != dim:
+                xpos += c * xs[d]
+        out[i] = x[xpos + idx[ipos] * xs[dim]]
+
+
+@cuda.jit
+def scatter_add_dim_kernel(src, ss, soff, dim, idx, ishape, istrides, ioff, os_, out):
+    """``out[c with coordinate dim replaced by idx[c]] += src[c]`` for every coordinate ``c``
+    of the index, into ``out`` (a dense copy of the base, strides ``os_``).
+
+    Thread mapping: one thread per index element (grid-stride, 1-D, last dimension fastest).
+    Block/grid: 1-D, ``device.BLOCK`` threads, ``ceil(n/BLOCK)`` blocks (capped).
+    Memory: coalesced index and source reads; ``cuda.atomic.add`` into ``out`` because any
+    number of index elements may name the same target (collisions are data-dependent, as in
+    ``index_add_kernel``); the order of colliding float adds depends on timing.
+    """
+    start, step = cuda.grid(1), cuda.gridsize(1)
+    n = 1
+    for d in range(len(ishape)):
+        n *= ishape[d]
+    for i in range(start, n, step):
+        ipos = ioff
+        spos = soff
+        opos = 0
+        rest = i
+        for d in range(len(ishape) - 1, -1, -1):
+            c = rest % ishape[d]
+            rest //= ishape[d]
+            ipos += c * istrides[d]
+            spos += c * ss[d]
+            if d != dim:
+                opos += c * os_[d]
+        cuda.atomic.add(out, opos + idx[ipos] * os_[dim], src[spos])
+
+
+def gather_dim(x: View, dim, idx: View, *, block=None, max_blocks=None):
+    """Contract ``gather_dim`` (torch.gather): out has idx's shape."""
+    n = idx.numel
+    out = empty(n, x.dtype)
+    if n == 0:
+        return out
+    grid, blk = launch_1d(n, block, max_blocks)
+    gather_dim_kernel[grid, blk, current_stream()](x.buf, tuple(x.strides), x.offset, dim,
+                                                   idx.buf, tuple(idx.shape),
+                                                   tuple(idx.strides), idx.offset, out)
+    return out
+
+
+def scatter_add_dim(base: View, dim, idx: View, src: View, *, block=None, max_blocks=None):
+    """Contract ``scatter_add_dim`` (torch.scatter_add): a copy of base plus the scattered
+    src; only src's leading window of idx's shape is read."""
+    out = contiguous(base)
+    n = idx.numel
+    if n == 0:
+        return out
+    grid, blk = launch_1d(n, block, max_blocks)
+    scatter_add_dim_kernel[grid, blk, current_stream()](
+        src.buf, tuple(src.strides), src.offset, dim, idx.buf, tuple(idx.shape),
+        tuple(idx.strides), idx.offset, contiguous_strides(base.shape), out)
     return out

@@ -341,8 +341,8 @@ def reduce(op, x: View, axes, *, max_block=None, split=None, row_split=None, shu
     out_shape = [s for d, s in enumerate(x.shape) if d not in axes]
     n_out = numel(out_shape)
     v, is_bool = _as_numeric(x)
-    if is_bool and op == "sum":
-        op = "max"
+    if is_bool and op in ("sum", "prod"):
+        op = "max" if op == "sum" else "min"  # any / all
     dtype = np.dtype(v.dtype)
     if n_out == 0 or x.numel == 0:  # an empty sum is 0 (max/min of nothing: ops raise first)
         out = memory.full(n_out, identity(op, dtype), dtype)
