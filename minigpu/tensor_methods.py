@@ -269,3 +269,39 @@ class TensorMethods:
     def le(self, b):
         """``minigpu.ops.le`` of this tensor."""
         return _ops().le(self, b)
+
+    def cumsum(self, dim, dtype=None):
+        """Cumulative sum along ``dim``: ``out[..., k, ...] = x[..., :k+1, ...].sum(dim)``."""
+        return _ops().cumsum(self, dim, dtype)
+
+    def cumprod(self, dim, dtype=None):
+        """Cumulative product along ``dim``; differentiable, zeros included."""
+        return _ops().cumprod(self, dim, dtype)
+
+    def prod(self, dim=None, keepdim=False, dtype=None):
+        """Product of all elements, or along ``dim`` (``keepdim`` keeps it as size 1)."""
+        return _ops().prod(self, dim, keepdim, dtype)
+
+    def norm(self, p='fro', dim=None, keepdim=False, dtype=None):
+        """The vector p-norm of x over ``dim`` (all elements when None): p = 2 and 'fro' (the default), 1, inf, -inf, 0 (the count of non-zeros) or any other number (``sum(|x|**p)**(1/p)``). Differentiable; the gradient at 0 is 0, as in PyTorch."""
+        return _ops().norm(self, p, dim, keepdim, dtype)
+
+    def allclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+        """True when every ``|x - other| <= atol + rtol * |other|`` (broadcast); infinities must match exactly; NaNs count as equal only with ``equal_nan``."""
+        return _ops().allclose(self, other, rtol, atol, equal_nan)
+
+    def gather(self, dim, index):
+        """``out[i][j][k] = x[index[i][j][k]][j][k]`` for dim 0 (and so on): values of x picked along ``dim`` at ``index``, in index's shape."""
+        return _ops().gather(self, dim, index)
+
+    def scatter_add(self, dim, index, src):
+        """A copy of x with ``src[i][j][k]`` added at ``[index[i][j][k]][j][k]`` for dim 0 (and so on); repeated indices accumulate. Only src's window of index's shape is read."""
+        return _ops().scatter_add(self, dim, index, src)
+
+    def scatter_add_(self, dim, index, src):
+        """In-place ``scatter_add``."""
+        return _ops().scatter_add_(self, dim, index, src)
+
+    def masked_select(self, mask):
+        """The elements of x where the (broadcast) mask is True, as a 1-D tensor."""
+        return _ops().masked_select(self, mask)

@@ -12,3 +12,9 @@ from .shape import (cat, chunk, clone, contiguous, expand, expand_as, flatten, g
                     permute, repeat, reshape, reshape_as, split, squeeze, stack, t, transpose,
                     unbind, unsqueeze, view, view_as)
 from .softmax import log_softmax, softmax
+from .scan import cumprod, cumsum, masked_select, prod  # noqa: E402
+from .indexing import gather, scatter_add, scatter_add_  # noqa: E402
+# ``norm`` is the function (Tensor.norm); the batch_norm/dropout module ``ops/norm.py`` is loaded
+# first, so that importing it later (``from ..ops.norm import ...``) cannot rebind the name.
+from . import norm as _norm_module  # noqa: E402,F401
+from .reduce import allclose, norm  # noqa: E402

@@ -1,5 +1,8 @@
-"""Row lookup by integer index (``x[idx]``, ``index_select``, embeddings)."""
+"""Lookup by integer index: rows (``x[idx]``, ``index_select``, embeddings) and values along
+a dim (``gather``, ``scatter_add``)."""
 from __future__ import annotations
+
+import numpy as np
 
 from ..autograd import Function
 from ..tensor import Tensor
@@ -43,3 +46,100 @@ def index_select(x, dim, index):
     if d == 0:
         return IndexSelect.apply(x, index)
     return transpose(IndexSelect.apply(transpose(x, 0, d), index), 0, d)
+
+
+# --- along a dim: gather and scatter_add (torch.gather / torch.scatter_add) --------------------
+def _check_along(name, x, dim, index, src=None):
+    """PyTorch's checks of gather/scatter_add: an int64 index of x's rank whose sizes fit,
+    entries in range. Returns the normalised dim."""
+    from ..autograd import no_grad
+    check_same_device(x, index, src)
+    if not isinstance(index, Tensor) or index.dtype != np.int64:
+        raise RuntimeError(f"{name}(): Expected dtype int64 for index")
+    d = normalize_dim(dim, max(x.ndim, 1))
+    if index.ndim != x.ndim and not (index.ndim <= 1 and x.ndim <= 1):
+        raise RuntimeError("Index tensor must have the same number of dimensions as "
+                           f"{'input' if src is None else 'self'} tensor")
+    for k, (i, s) in enumerate(zip(index.shape, x.shape)):
+        if k != d and i > s:
+            raise RuntimeError(f"Size does not match at dimension {k} expected index "
+                               f"{list(index.shape)} to be no larger than self "
+                               f"{list(x.shape)} apart from dimension {d}")
+    if src is not None:
+        if src.dtype != x.dtype:
+            raise RuntimeError(f"{name}(): Expected self.dtype to be equal to src.dtype")
+        if any(i > s for i, s in zip(index.shape, src.shape)) or src.ndim != index.ndim:
+            raise RuntimeError(f"Size does not match at dimension {d} expected index "
+                               f"{list(index.shape)} to be no larger than src "
+                               f"{list(src.shape)}")
+    if index.numel():
+        size = x.shape[d] if x.ndim else 1
+        with no_grad():
+            lo, hi = int(index.min().item()), int(index.max().item())
+        if lo < 0 or hi >= size:
+            raise RuntimeError(f"index {hi if hi >= size else lo} is out of bounds for "
+                               f"dimension {d} with size {size}")
+    return d
+
+
+def _as1d(t):
+    return reshape(t, 1) if t.ndim == 0 else t
+
+
+class Gather(Function):
+    """out = x gathered along dim at index; backward scatter-adds g into zeros (atomics)."""
+
+    def forward(self, x, dim, index):
+        self.dim, self.shape = dim, x.shape
+        self.save_for_backward(index)
+        return Tensor._dense(x.backend.gather_dim(x._view(), dim, index._view()), index.shape,
+                             x.device)
+
+    def backward(self, g):
+        (index,) = self.saved_tensors
+        zeros = Tensor._full(self.shape, 0, g.dtype, g.device)
+        out = g.backend.scatter_add_dim(zeros._view(), self.dim, index._view(), g._view())
+        return Tensor._dense(out, self.shape, g.device), None, None
+
+
+class ScatterAdd(Function):
+    """out = x + src scattered along dim at index; the gradients: g for x, g gathered at
+    index for src."""
+
+    def forward(self, x, dim, index, src):
+        self.dim = dim
+        self.save_for_backward(index)
+        return Tensor._dense(x.backend.scatter_add_dim(x._view(), dim, index._view(),
+                                                       src._view()), x.shape, x.device)
+
+    def backward(self, g):
+        (index,) = self.saved_tensors
+        g_src = None
+        if self.needs_input_grad[3]:
+            g_src = Tensor._dense(g.backend.gather_dim(g._view(), self.dim, index._view()),
+                                  index.shape, g.device)
+        return g, None, None, g_src
+
+
+def gather(x, dim, index):
+    """``out[i][j][k] = x[index[i][j][k]][j][k]`` for dim 0 (and so on): values of x picked
+    along ``dim`` at ``index``, in index's shape."""
+    d = _check_along("gather", x, dim, index)
+    out = Gather.apply(_as1d(x), d, _as1d(index))
+    return reshape(out, *index.shape)
+
+
+def scatter_add(x, dim, index, src):
+    """A copy of x with ``src[i][j][k]`` added at ``[index[i][j][k]][j][k]`` for dim 0 (and so
+    on); repeated indices accumulate. Only src's window of index's shape is read."""
+    d = _check_along("scatter_add", x, dim, index, src)
+    if tuple(src.shape) != tuple(index.shape):  # the window of src that index covers
+        src = src[tuple(slice(0, n) for n in index.shape)]
+    out = ScatterAdd.apply(_as1d(x), d, _as1d(index), _as1d(src))
+    return reshape(out, *x.shape)
+
+
+def scatter_add_(x, dim, index, src):
+    """In-place ``scatter_add``."""
+    from .inplace import apply_
+    return apply_(x, lambda v: scatter_add(v, dim, index, src), src)

@@ -243,7 +243,9 @@ def setitem_(x, index, value):
     the view ``x[index]``; value is a scalar or a tensor broadcast to the view."""
     if isinstance(index, Tensor) and index.dtype == np.bool_:
         if isinstance(value, Tensor) and value.numel() != 1:
-            raise IndexError("minigpu: t[mask] = value takes a scalar (or one-element) value")
+            from .scan import mask_assign_
+            mask_assign_(x, index, value)  # one value per selected element: compaction
+            return
         # a mask over the leading dims selects whole sub-tensors, as in PyTorch
         mask = index.reshape(*index.shape, *[1] * (x.ndim - index.ndim))
         masked_fill_(x, mask, value.reshape(()) if isinstance(value, Tensor) else value)

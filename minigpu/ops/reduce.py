@@ -5,7 +5,7 @@ import builtins
 import math
 from collections import namedtuple
 
-from ..autograd import Function
+from ..autograd import SCALAR_TYPES, Function
 from ..tensor import Tensor
 from .shape import expand, normalize_dim, normalize_dims, permute, reshape
 
@@ -157,3 +157,71 @@ def var(x, dim=None, correction=1, keepdim=False, unbiased=None):
 def std(x, dim=None, correction=1, keepdim=False, unbiased=None):
     from .elementwise import sqrt
     return sqrt(var(x, dim, correction, keepdim, unbiased))
+
+
+# --- vector norms and allclose -----------------------------------------------------------------
+class Norm2(Function):
+    """sqrt(sum(x*x)) over dims; the gradient x / norm, 0 where the norm is 0 (PyTorch's
+    subgradient at the origin instead of 0/0)."""
+
+    def forward(self, x, dims, keepdim):
+        from .elementwise import sqrt
+        self.dims = dims
+        y = sqrt(sum(x * x, dims, keepdim))
+        self.save_for_backward(x, y)
+        return y
+
+    def backward(self, g):
+        from .elementwise import where
+        x, y = self.saved_tensors
+        kept = _kept_shape(x.shape, self.dims)
+        y, g = reshape(y, *kept), reshape(g, *kept)
+        scale = where(y == 0, Tensor._full((), 0, y.dtype, y.device), g / y)
+        return x * scale, None, None
+
+
+def norm(x, p="fro", dim=None, keepdim=False, dtype=None):
+    """The vector p-norm of x over ``dim`` (all elements when None): p = 2 and 'fro' (the
+    default), 1, inf, -inf, 0 (the count of non-zeros) or any other number
+    (``sum(|x|**p)**(1/p)``). Differentiable; the gradient at 0 is 0, as in PyTorch."""
+    from .elementwise import abs
+    if dtype is not None:
+        x = x.to(dtype)
+    if x.dtype.kind != "f":
+        raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor "
+                           f"as input. Got {SCALAR_TYPES[str(x.dtype)]}")
+    if isinstance(p, str):
+        if p != "fro":
+            raise RuntimeError(f"norm(): p={p!r} is not supported (matrix norms other than "
+                               f"'fro' are not implemented)")
+        p = 2
+    dims = normalize_dims(dim, x.ndim)
+    if not dims:  # a 0-d tensor
+        dims, x = (0,), reshape(x, 1)
+        keepdim = False
+    if p == 2:
+        return Norm2.apply(x, dims, keepdim)
+    if p == 1:
+        return sum(abs(x), dims, keepdim)
+    if p in (math.inf, -math.inf):
+        _check_nonempty(x, dims, "linalg.vector_norm")
+        return Extreme.apply(abs(x), "max" if p > 0 else "min", dims, keepdim)
+    if p == 0:
+        return sum((x != 0).to(x.dtype), dims, keepdim)
+    return sum(abs(x) ** p, dims, keepdim) ** (1.0 / p)
+
+
+def allclose(x, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """True when every ``|x - other| <= atol + rtol * |other|`` (broadcast); infinities must
+    match exactly; NaNs count as equal only with ``equal_nan``."""
+    from .elementwise import abs
+    if x.dtype != other.dtype:
+        raise RuntimeError(f"{SCALAR_TYPES[str(x.dtype)]} did not match "
+                           f"{SCALAR_TYPES[str(other.dtype)]}")
+    from ..autograd import no_grad
+    with no_grad():
+        within = (abs(x - other) <= atol + rtol * abs(other)).long() * (abs(other) != math.inf)
+        close = (x == other).long() + within  # or: > 0
+        if equal_nan:
+            close = close + (x != x).long() * (other != other).long()
+        return bool((close > 0).all().item())

@@ -360,6 +360,9 @@ def _basic_index_layout(x, index):
 def getitem(x, index):
     from .indexing import index_select
     if isinstance(index, Tensor):
+        if index.dtype == np.bool_:
+            from .scan import mask_index
+            return mask_index(x, index)
         if index.dtype.kind in "iu" and index.ndim <= 1:
             return index_select(x, 0, index)
         raise IndexError("only 1-D integer tensors are supported as tensor indices")

@@ -23,6 +23,8 @@ OPS_METHODS = (
     "masked_fill", "pow", "add", "sub", "mul", "div", "rsqrt", "reciprocal", "t",
     "chunk", "split", "index_select", "narrow", "mm", "bmm",
     "leaky_relu", "unbind", "clone", "all", "any", "eq", "ne", "gt", "lt", "ge", "le",
+    "cumsum", "cumprod", "prod", "norm", "allclose", "gather", "scatter_add", "scatter_add_",
+    "masked_select",
 )
 """Methods of ops that are not (plain) entries of the op table."""
 
