@@ -140,12 +140,12 @@ class MaskedScatter(Function):
     order, zeros elsewhere; backward picks g at those positions."""
 
     def forward(self, mask, src):
-        self.mask = mask
-        out = src.backend.masked_scatter(mask._view(), src.contiguous()._view())
+        self.mask, self.src_shape = mask, src.shape
+        out = src.backend.masked_scatter(mask._view(), reshape(src, src.numel())._view())
         return Tensor._dense(out, mask.shape, src.device)
 
     def backward(self, g):
-        return None, _select(g, self.mask)
+        return None, reshape(_select(g, self.mask), *self.src_shape)
 
 
 def _full_mask(x, mask):
