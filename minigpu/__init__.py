@@ -18,6 +18,7 @@ from .ops import (abs, argmax, argmin, bmm, cat, chunk, clamp, clip, exp, flatte
                   sum, tanh, transpose, unsqueeze, var, where)
 from .interop import from_dlpack
 from .ops import allclose, cumprod, cumsum, gather, masked_select, norm, prod, scatter_add
+from .ops import argsort, sort, topk
 from .random import Generator, default_generator, initial_seed, manual_seed
 from .serialization import load, save
 from .tensor import Device, Size, Tensor, bool_ as bool, device, float32

@@ -305,3 +305,15 @@ class TensorMethods:
     def masked_select(self, mask):
         """The elements of x where the (broadcast) mask is True, as a 1-D tensor."""
         return _ops().masked_select(self, mask)
+
+    def sort(self, dim=-1, descending=False, stable=False):
+        """(values, indices) of x sorted along ``dim``; NaN is the largest value; always stable (``stable`` is accepted for PyTorch's signature)."""
+        return _ops().sort(self, dim, descending, stable)
+
+    def argsort(self, dim=-1, descending=False, stable=False):
+        """The indices that sort x along ``dim`` (stable)."""
+        return _ops().argsort(self, dim, descending, stable)
+
+    def topk(self, k, dim=-1, largest=True, sorted=True):
+        """The ``k`` largest (``largest=False``: smallest) elements along ``dim`` and their indices, in sorted order (``sorted=False`` is allowed to return any order; this one is sorted)."""
+        return _ops().topk(self, k, dim, largest, sorted)

@@ -208,6 +208,9 @@ PRIMITIVES.update({
     "scatter_add_dim": "scatter_add_dim(base_view, dim, idx_view int64, src_view) -> buf of "
                        "base's shape: base, then out[..., idx[i], ...] += src[i] for every "
                        "element i of idx (torch.scatter_add; atomics on cuda)",
+    "sort": "sort(x_view, descending=False) -> (values_buf, indices_buf int64), x's shape: "
+            "each row of the last axis sorted, NaN largest, equal values in index order "
+            "(stable, also when descending)",
 })
 
 

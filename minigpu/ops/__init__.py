@@ -18,3 +18,4 @@ from .indexing import gather, scatter_add, scatter_add_  # noqa: E402
 # first, so that importing it later (``from ..ops.norm import ...``) cannot rebind the name.
 from . import norm as _norm_module  # noqa: E402,F401
 from .reduce import allclose, norm  # noqa: E402
+from .sort import argsort, sort, topk  # noqa: E402
