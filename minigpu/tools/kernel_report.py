@@ -203,6 +203,25 @@ def registry() -> list[KernelSpec]:
         f64_reason="libdevice cosf: Payne-Hanek reduction for |x| > 105615, never taken "
                    "(argument < 2 pi); see random.py")
 
+    # scan, compaction, gathers/scatters along a dim, bitonic sort (issue 14)
+    SC, SO = _cuda_module("scan"), _cuda_module("sort")
+    sb, ob = SC.PRODUCTION_BLOCK, SO.PRODUCTION_BLOCK
+    add(f"scan.row_blelloch[sum,{sb}]", SC.scan_row_kernel("sum", f32, sb, False, False),
+        (f, 1, 1, s, f, f), sb)
+    add(f"scan.row_blelloch[prod,exclusive,reverse,{sb}]",
+        SC.scan_row_kernel("prod", f32, sb, True, True), (f, 1, 1, s, f, f), sb)
+    add("scan.propagate[sum]", SC.propagate_kernel("sum"), (f, 1, 1, 1, f, True))
+    add("scan.column[sum]", SC.scan_column_kernel("sum", False, False), (f, 1, 1, s, f))
+    add("scan.compact", SC.compact_kernel, (f, b8, i64, f))
+    add("scan.expand", SC.expand_kernel, (f, b8, i64, s, f))
+    add("indexing.gather_dim", I.gather_dim_kernel, (f, t2, 0, 1, i64, t2, t2, 0, f))
+    add("indexing.scatter_add_dim", I.scatter_add_dim_kernel,
+        (f, t2, 0, 1, i64, t2, t2, 0, t2, f))
+    add(f"sort.bitonic_tile[{ob}]", SO.bitonic_tile_kernel(f32, ob, False), (f, i64, 1, 1, 1, 1),
+        ob)
+    add("sort.bitonic_step", SO.bitonic_step_kernel(False), (f, i64, 1, 1, 1, 1))
+    add("sort.pad_rows", SO.pad_rows_kernel, (f, 1, 1, f, i64))
+
     # the lessons' own kernels (their production kernels are listed above)
     for lesson in lessons.ALL:
         specs += lesson.kernels()
