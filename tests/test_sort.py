@@ -95,3 +95,29 @@ def test_sort_topk_gradients():
         np.put_along_axis(expect, order[:1], 1.0, 0)
         np.put_along_axis(expect, order[1:2], 10.0, 0)
         np.testing.assert_array_equal(y.grad.cpu().numpy(), expect)
+
+
+CPU_ONLY = """
+import minigpu as mg
+x = mg.tensor([[3.0, float('nan'), 1.0], [0.0, 5.0, 5.0]], requires_grad=True)
+v, i = x.sort(descending=True)
+t = x.topk(1).values.sum() + x[x.detach() > 2].sum()
+t.backward()
+y = x.detach().clone()
+y[y > 2] = mg.tensor([30.0, 50.0, 50.0])
+print("CPU-OK", i.tolist(), y.tolist(), x.grad.tolist())
+"""
+
+
+def test_cpu_only_user_sorts_and_masks():
+    """No GPU, no simulator: sort, topk, x[mask], x[mask] = v on cpu (conftest forces the
+    simulator in this process, so a subprocess without it)."""
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ)
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    result = subprocess.run([sys.executable, "-c", CPU_ONLY], env=env, capture_output=True,
+                            text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "CPU-OK [[1, 0, 2], [1, 2, 0]]" in result.stdout
