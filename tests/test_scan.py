@@ -103,7 +103,7 @@ def test_masked_select_and_scatter_match_cpu(data, dtype, max_block):
                                                            contract.dense(ref, ref.shape)))
 
 
-# --- gather / scatter_add along a dim --------------------------------------------------------------
+# --- gather / scatter_add along a dim -------------------------------------------------------
 @given(st.data(), st.sampled_from([np.float32, np.float64, np.int64]))
 def test_gather_and_scatter_add_dim_match_cpu(data, dtype):
     shape = data.draw(hnp.array_shapes(min_dims=1, max_dims=3, max_side=5))

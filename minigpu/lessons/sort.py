@@ -79,6 +79,7 @@ def _kernels():
     return [KernelSpec("sort.rank_sort", rank_sort_kernel(False), (f, 1, f, i),
                        PRODUCTION_BLOCK)]
 
+
 LESSON = Lesson(
     "sort", "Sorting rows: rank sort vs bitonic network in shared memory",
     "a sorting network's steps are data-independent: a block sorts a tile in shared memory "

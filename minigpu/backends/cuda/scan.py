@@ -318,6 +318,6 @@ def masked_scatter(mask: View, src: View, *, max_block=None):
         return out
     m, pos = _positions(mask, max_block)
     grid, blk = launch_1d(n)
-    expand_kernel[grid, blk, current_stream()](memory.dense(src), m, pos, identity("sum", src.dtype),
-                                               out)
+    zero = identity("sum", src.dtype)
+    expand_kernel[grid, blk, current_stream()](memory.dense(src), m, pos, zero, out)
     return out
