@@ -195,10 +195,9 @@ def norm(x, p="fro", dim=None, keepdim=False, dtype=None):
             raise RuntimeError(f"norm(): p={p!r} is not supported (matrix norms other than "
                                f"'fro' are not implemented)")
         p = 2
+    if x.ndim == 0:
+        x, keepdim = reshape(x, 1), False
     dims = normalize_dims(dim, x.ndim)
-    if not dims:  # a 0-d tensor
-        dims, x = (0,), reshape(x, 1)
-        keepdim = False
     if p == 2:
         return Norm2.apply(x, dims, keepdim)
     if p == 1:
