@@ -274,12 +274,13 @@ def test_norm_values_and_subgradient():
     assert x.norm(float("-inf"), dim=1).tolist() == [3.0, 0.0]
     assert x.norm(0).item() == 2.0 and x.norm(dim=0, keepdim=True).shape == (1, 2)
     assert abs(x.norm(3).item() - (27 + 64) ** (1 / 3)) < 1e-5
-    z = mg.zeros(3, requires_grad=True)
-    z.norm().backward()
-    assert z.grad.tolist() == [0.0, 0.0, 0.0]  # PyTorch's subgradient at the origin
+    for p in (2, 1, 3, 1.5, float("inf")):
+        z = mg.zeros(3, requires_grad=True)
+        z.norm(p).backward()
+        assert z.grad.tolist() == [0.0, 0.0, 0.0], p  # PyTorch's subgradient at the origin
     a = t64([[1.0, -2.0, 0.5], [0.0, 3.0, -1.0]])
-    for p in (2, 1, float("inf"), 3, 1.5):
-        assert gradcheck(lambda v: v.norm(p, dim=1), [a])
+    for p in (2, 1, float("inf"), 3, 1.5, -1):
+        assert gradcheck(lambda v: v.norm(p, dim=1), [a[:, 1:]] if p < 0 else [a])
     assert gradcheck(lambda v: v.norm(), [a])
     with pytest.raises(RuntimeError, match="Expected a floating point"):
         mg.tensor([1, 2]).norm()

@@ -160,30 +160,35 @@ def std(x, dim=None, correction=1, keepdim=False, unbiased=None):
 
 
 # --- vector norms and allclose -----------------------------------------------------------------
-class Norm2(Function):
-    """sqrt(sum(x*x)) over dims; the gradient x / norm, 0 where the norm is 0 (PyTorch's
-    subgradient at the origin instead of 0/0)."""
+class NormP(Function):
+    """(sum |x|**p)**(1/p) over dims, p > 0 (p = 2: sqrt(sum(x*x))); the gradient
+    sign(x) |x|**(p-1) / norm**(p-1), 0 where the norm or x is 0 (PyTorch's subgradient at the
+    origin instead of 0/0)."""
 
-    def forward(self, x, dims, keepdim):
-        from .elementwise import sqrt
-        self.dims = dims
-        y = sqrt(sum(x * x, dims, keepdim))
+    def forward(self, x, p, dims, keepdim):
+        from .elementwise import abs, sqrt
+        self.p, self.dims = p, dims
+        y = sqrt(sum(x * x, dims, keepdim)) if p == 2 else \
+            sum(abs(x) ** p, dims, keepdim) ** (1.0 / p)
         self.save_for_backward(x, y)
         return y
 
     def backward(self, g):
-        from .elementwise import where
+        from .elementwise import abs, sign, where
         x, y = self.saved_tensors
         kept = _kept_shape(x.shape, self.dims)
         y, g = reshape(y, *kept), reshape(g, *kept)
-        scale = where(y == 0, Tensor._full((), 0, y.dtype, y.device), g / y)
-        return x * scale, None, None
+        nil = Tensor._full((), 0, y.dtype, y.device)
+        if self.p == 2:
+            return x * where(y == 0, nil, g / y), None, None, None
+        scale = where(y == 0, nil, g / y ** (self.p - 1))
+        return where(x == 0, nil, sign(x) * abs(x) ** (self.p - 1)) * scale, None, None, None
 
 
 def norm(x, p="fro", dim=None, keepdim=False, dtype=None):
     """The vector p-norm of x over ``dim`` (all elements when None): p = 2 and 'fro' (the
     default), 1, inf, -inf, 0 (the count of non-zeros) or any other number
-    (``sum(|x|**p)**(1/p)``). Differentiable; the gradient at 0 is 0, as in PyTorch."""
+    (``sum(|x|**p)**(1/p)``). Differentiable; for p > 0 the gradient at 0 is 0, as in PyTorch."""
     from .elementwise import abs
     if dtype is not None:
         x = x.to(dtype)
@@ -198,8 +203,6 @@ def norm(x, p="fro", dim=None, keepdim=False, dtype=None):
     if x.ndim == 0:
         x, keepdim = reshape(x, 1), False
     dims = normalize_dims(dim, x.ndim)
-    if p == 2:
-        return Norm2.apply(x, dims, keepdim)
     if p == 1:
         return sum(abs(x), dims, keepdim)
     if p in (math.inf, -math.inf):
@@ -207,7 +210,9 @@ def norm(x, p="fro", dim=None, keepdim=False, dtype=None):
         return Extreme.apply(abs(x), "max" if p > 0 else "min", dims, keepdim)
     if p == 0:
         return sum((x != 0).to(x.dtype), dims, keepdim)
-    return sum(abs(x) ** p, dims, keepdim) ** (1.0 / p)
+    if p < 0:  # a sum of negative powers: no subgradient question (|x| = 0 gives inf)
+        return sum(abs(x) ** p, dims, keepdim) ** (1.0 / p)
+    return NormP.apply(x, p, dims, keepdim)
 
 
 def allclose(x, other, rtol=1e-05, atol=1e-08, equal_nan=False):
