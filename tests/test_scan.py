@@ -39,10 +39,11 @@ def tolerance(op, dtype):
 
 # --- the scan primitive --------------------------------------------------------------------------
 @given(st.data(), st.sampled_from(["sum", "prod"]), st.booleans(), st.booleans(),
-       st.sampled_from([np.float32, np.float64, np.int64]), st.sampled_from([1, 2, 4]),
+       st.sampled_from([np.float32, np.float64, np.int64]), st.sampled_from([1, 2, 4, 32]),
        st.integers(1, 4))
 def test_scan_matches_cpu(data, op, exclusive, reverse, dtype, max_block, split):
-    """Ragged rows over several tiles (tile = 2*max_block) and several blocks per row."""
+    """Ragged rows over several tiles (tile = 2*max_block) and several blocks per row; tiles of
+    64 use the bank-conflict padding (one slot after every 32 elements)."""
     ndim = data.draw(st.integers(1, 3))
     shape = data.draw(hnp.array_shapes(min_dims=ndim, max_dims=ndim, max_side=5))
     axis = data.draw(st.integers(0, ndim - 1))

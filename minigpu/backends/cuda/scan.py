@@ -52,12 +52,23 @@ MIN_SPLIT_TILES = 4      # tiles per chunk, at least, before a row is split over
 SCAN_OPS = ("sum", "prod")
 
 
+BANKS = 32               # shared-memory banks (4-byte words) on every CUDA GPU
+
+
 # --- kernels ------------------------------------------------------------------------------------
+@cuda.jit(device=True, inline=True)
+def conflict_free(i):
+    """Where element i of a Blelloch tile lives in shared memory: one padding slot after every
+    ``BANKS`` elements, so the tree's power-of-two strides spread over all banks."""
+    return i + i // BANKS
+
+
 @functools.lru_cache(maxsize=None)
 def scan_row_kernel(op, dtype, block, exclusive, reverse):
     combine = COMBINE[op]
     nbtype = numba_type(dtype)
     tile = 2 * block
+    PADDED = tile + tile // BANKS  # a closure constant: numba needs a literal size
     assert block & (block - 1) == 0, "Blelloch's tree needs a power-of-two block"
 
     @cuda.jit
@@ -75,13 +86,15 @@ def scan_row_kernel(op, dtype, block, exclusive, reverse):
         the identity, **down-sweep** (back down the tree: each node passes its prefix to its
         left child and prefix (+) left sum to its right child), leaving exclusive prefixes.
         A register ``carry`` (the same in every thread) adds the earlier tiles.
-        Memory: loads and stores are one coalesced pair of elements per thread; the tree's
-        strided shared accesses conflict on banks at the deep levels (a padded index would
-        avoid it; the levels with most threads, the first ones, are conflict-light).
+        Memory: loads and stores are one coalesced pair of elements per thread. The tree
+        reads shared memory with strides 2, 4, 8, ...: at stride 32 every thread of a warp
+        would hit the same bank (a 32-way conflict). Element i therefore lives at
+        ``i + i // 32`` (``conflict_free``: one padding word per 32), which spreads any such
+        stride over all the banks.
         Why this and not Hillis-Steele (each element adds the one ``2**d`` to its left,
         log2(n) rounds): Blelloch does O(n) combines instead of O(n log n), so it stays
         bandwidth-bound as tiles grow (the scan lesson measures the two)."""
-        temp = cuda.shared.array(tile, nbtype)
+        temp = cuda.shared.array(PADDED, nbtype)
         row = cuda.blockIdx.x
         part = cuda.blockIdx.y
         tid = cuda.threadIdx.x
@@ -98,35 +111,39 @@ def scan_row_kernel(op, dtype, block, exclusive, reverse):
             if p0 + 1 < end:
                 b = x[base + (K - 2 - p0 if reverse else p0 + 1)]
             cuda.syncthreads()  # every thread is done reading the previous tile
-            temp[2 * tid] = a
-            temp[2 * tid + 1] = b
+            temp[conflict_free(2 * tid)] = a
+            temp[conflict_free(2 * tid + 1)] = b
             offset = 1
             d = block
             while d > 0:  # up-sweep
                 cuda.syncthreads()
                 if tid < d:
                     bi = offset * (2 * tid + 2) - 1
-                    temp[bi] = combine(temp[bi - offset], temp[bi])
+                    ai = conflict_free(bi - offset)
+                    bi = conflict_free(bi)
+                    temp[bi] = combine(temp[ai], temp[bi])
                 offset *= 2
                 d //= 2
             cuda.syncthreads()
-            total = temp[tile - 1]
+            total = temp[conflict_free(tile - 1)]
             cuda.syncthreads()  # every thread has the total before the root is cleared
             if tid == 0:
-                temp[tile - 1] = ident
+                temp[conflict_free(tile - 1)] = ident
             d = 1
             while d < tile:  # down-sweep
                 offset //= 2
                 cuda.syncthreads()
                 if tid < d:
                     bi = offset * (2 * tid + 2) - 1
-                    left = temp[bi - offset]
-                    temp[bi - offset] = temp[bi]
+                    ai = conflict_free(bi - offset)
+                    bi = conflict_free(bi)
+                    left = temp[ai]
+                    temp[ai] = temp[bi]
                     temp[bi] = combine(temp[bi], left)
                 d *= 2
             cuda.syncthreads()
-            ea = combine(carry, temp[2 * tid])
-            eb = combine(carry, temp[2 * tid + 1])
+            ea = combine(carry, temp[conflict_free(2 * tid)])
+            eb = combine(carry, temp[conflict_free(2 * tid + 1)])
             if not exclusive:
                 ea = combine(ea, a)
                 eb = combine(eb, b)
