@@ -283,7 +283,7 @@ class TensorMethods:
         return _ops().prod(self, dim, keepdim, dtype)
 
     def norm(self, p='fro', dim=None, keepdim=False, dtype=None):
-        """The vector p-norm of x over ``dim`` (all elements when None): p = 2 and 'fro' (the default), 1, inf, -inf, 0 (the count of non-zeros) or any other number (``sum(|x|**p)**(1/p)``). Differentiable; the gradient at 0 is 0, as in PyTorch."""
+        """The vector p-norm of x over ``dim`` (all elements when None): p = 2 and 'fro' (the default), 1, inf, -inf, 0 (the count of non-zeros) or any other number (``sum(|x|**p)**(1/p)``). Differentiable; for p > 0 the gradient at 0 is 0, as in PyTorch."""
         return _ops().norm(self, p, dim, keepdim, dtype)
 
     def allclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
