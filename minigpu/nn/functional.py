@@ -12,7 +12,7 @@ from ..ops.loss import (binary_cross_entropy, binary_cross_entropy_with_logits, 
                         mse_loss, nll_loss)
 from ..ops.layernorm import layer_norm
 from ..ops.loss import huber_loss, kl_div, l1_loss, smooth_l1_loss
-from ..ops.norm import batch_norm, dropout
+from ..ops.normalization import batch_norm, dropout
 from ..ops.rnn import embedding
 from ..ops.pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d
 

@@ -3,19 +3,14 @@ from .elementwise import (abs, add, all, any, clamp, clip, compare, div, eq, exp
                           leaky_relu, log, lt, masked_fill, maximum, minimum, mul, ne, neg,
                           pow, rdiv, reciprocal, relu, rpow, rsqrt, rsub, sigmoid, sign, sqrt,
                           square, sub, tanh, where)
-from .indexing import index_select
+from .indexing import gather, index_select, scatter_add, scatter_add_
 from .linalg import bmm, matmul, mm
-from .reduce import argmax, argmin, max, mean, min, std, sum, var
+from .reduce import allclose, argmax, argmin, max, mean, min, norm, std, sum, var
 from .inplace import (add_, clamp_, copy_, div_, fill_, masked_fill_, mul_, normal_, pow_,
                       refresh_view, setitem_, sub_, uniform_, zero_)
 from .shape import (cat, chunk, clone, contiguous, expand, expand_as, flatten, getitem, narrow,
                     permute, repeat, reshape, reshape_as, split, squeeze, stack, t, transpose,
                     unbind, unsqueeze, view, view_as)
 from .softmax import log_softmax, softmax
-from .scan import cumprod, cumsum, masked_select, prod  # noqa: E402
-from .indexing import gather, scatter_add, scatter_add_  # noqa: E402
-# ``norm`` is the function (Tensor.norm); the batch_norm/dropout module ``ops/norm.py`` is loaded
-# first, so that importing it later (``from ..ops.norm import ...``) cannot rebind the name.
-from . import norm as _norm_module  # noqa: E402,F401
-from .reduce import allclose, norm  # noqa: E402
-from .sort import argsort, sort, topk  # noqa: E402
+from .scan import cumprod, cumsum, masked_select, prod
+from .sort import argsort, sort, topk
