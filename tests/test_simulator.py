@@ -18,7 +18,7 @@ import pytest  # noqa: E402
 from hypothesis import given, settings, strategies as st  # noqa: E402
 from numba import cuda, float32, int32  # noqa: E402
 
-from minigpu.backends.cuda import simulator  # noqa: E402
+from minigpu import simulator  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not cuda.config.ENABLE_CUDASIM, reason="tests the CUDA simulator")
 

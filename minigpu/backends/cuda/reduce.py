@@ -52,7 +52,7 @@ in CUDA"):
                       short to split), and the same path serves every few-long-rows reduction.
 
 Warp intrinsics: on a real GPU they always exist. Numba's stock CUDA simulator lacks them;
-``simulator.py`` adds them. ``WARP_SHUFFLE`` records, once at import, whether they can be used,
+``minigpu.simulator`` adds them. ``WARP_SHUFFLE`` records, once at import, whether they can be used,
 and the production kernels fall back to the pure shared-memory tree when they cannot.
 """
 from __future__ import annotations
@@ -96,7 +96,7 @@ def warp_shuffle_available() -> bool:
                for name in ("shfl_down_sync", "shfl_xor_sync"))
 
 
-# Decided once: ``cuda/__init__`` runs ``simulator.install()`` before importing this module.
+# Decided once: ``import minigpu`` runs ``minigpu.simulator.install()`` before this module loads.
 WARP_SHUFFLE = warp_shuffle_available()
 
 
