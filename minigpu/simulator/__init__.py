@@ -93,7 +93,10 @@ def install() -> bool:
     global _installed, _warned
     if _installed:
         return True
-    from numba import cuda
+    try:
+        from numba import cuda
+    except ImportError:  # numba-cuda not installed: nothing to patch
+        return False
     if not cuda.config.ENABLE_CUDASIM or os.environ.get("MINIGPU_STOCK_SIMULATOR") == "1":
         return False
     try:

@@ -48,6 +48,8 @@ from .errors import LaunchConfigError, OutOfBoundsError, RaceError, Uninitialize
 from .sites import Op, where
 
 _current = threading.current_thread
+_threads = threading._active  # thread id -> Thread: current_thread() without the call
+_ident = threading.get_ident
 _getframe = sys._getframe
 _int = int
 _tuple = tuple
@@ -209,17 +211,19 @@ class Array:
     # -- loads and stores ------------------------------------------------------------------
 
     def __getitem__(self, idx):
-        addr = self._addr(idx)
-        if addr is None:
-            return self._wrap(self.a[idx])
+        if type(idx) is _int and self.ndim == 1 and 0 <= idx < self.n0:  # the common case
+            addr = self.ptr + idx * self.s0
+        else:
+            addr = self._addr(idx)
+            if addr is None:
+                return self._wrap(self.a[idx])
         v = self.a[idx]
         pk = self.pk
         if pk and (v == self.pval if pk == 2 else v != v and v.view(self.pu) == self.pbits):
             self._uninit(idx, addr)
         shadow = self.shadow
         if shadow is not None:
-            t = _current()
-            c = t.clk
+            c = _threads[_ident()].clk
             e = shadow.get(addr)
             if e is None:
                 f = _getframe(1)
@@ -227,19 +231,22 @@ class Array:
             else:
                 r1 = e[1]
                 if r1 is None or r1[0] is not c:
-                    self._read(e, c, idx, t)
+                    self._read(e, c, idx)
         if observers:
             self._observe(addr, "load")
         return v
 
     def __setitem__(self, idx, value):
-        addr = self._addr(idx)
-        if addr is None:
-            self.a[idx] = value
-            return
+        if type(idx) is _int and self.ndim == 1 and 0 <= idx < self.n0:  # the common case
+            addr = self.ptr + idx * self.s0
+        else:
+            addr = self._addr(idx)
+            if addr is None:
+                self.a[idx] = value
+                return
         shadow = self.shadow
         if shadow is not None:
-            c = _current().clk
+            c = _threads[_ident()].clk
             e = shadow.get(addr)
             f = _getframe(1)
             rec = (c, f.f_code.co_filename, f.f_lineno, False)
@@ -291,7 +298,7 @@ class Array:
 
     # -- racecheck slow paths -------------------------------------------------------------
 
-    def _read(self, e, c, idx, t):
+    def _read(self, e, c, idx):
         f = _getframe(2)
         rec = (c, f.f_code.co_filename, f.f_lineno)
         w = e[0]
