@@ -20,9 +20,10 @@ from hypothesis import given, settings, strategies as st  # noqa: E402
 from numba import cuda, float32, int32  # noqa: E402
 
 from minigpu import simulator  # noqa: E402
-from minigpu.simulator import launch as sim_launch  # noqa: E402
+from minigpu.simulator import config, launch as sim_launch  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not cuda.config.ENABLE_CUDASIM, reason="tests the CUDA simulator")
+needs_checks = pytest.mark.skipif(not config.CHECKS, reason="MINIGPU_SIM_CHECKS=0")
 
 FULL = 0xFFFFFFFF
 UNSET = -7.0  # what `out` holds where a thread did not write
@@ -373,6 +374,7 @@ def sum_without_init(x, out):
         out[0] = acc[0]
 
 
+@needs_checks
 def test_initcheck_catches_read_before_write():
     out = np.zeros(1, np.float32)
     with pytest.raises(simulator.UninitializedReadError, match="shared array 'acc' at index 0"):
@@ -393,6 +395,7 @@ def fresh_per_block(out):
     out[b, t, 1] = i[t]
 
 
+@needs_checks
 def test_shared_memory_is_fresh_in_every_block():
     out = np.zeros((2, 4, 2), np.float64)
     with pytest.raises(simulator.UninitializedReadError, match=r"block \(1, 0, 0\) read shared"):
@@ -408,6 +411,7 @@ def dynamic_shared(out):
     out[t, 1] = ibuf[t]
 
 
+@needs_checks
 def test_dynamic_shared_memory_is_poisoned():
     out = np.zeros((8, 2))
     with pytest.raises(simulator.UninitializedReadError, match="shared array 'buf'"):

@@ -24,9 +24,10 @@ import minigpu  # noqa: E402,F401  (installs the simulator)
 from minigpu import simulator  # noqa: E402
 from minigpu.cuda import (LaunchConfigError, OutOfBoundsError, RaceError,  # noqa: E402
                           SimulatorError, SyncError, UninitializedReadError)
-from minigpu.simulator import launch as sim_launch, memory  # noqa: E402
+from minigpu.simulator import config, launch as sim_launch, memory  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not cuda.config.ENABLE_CUDASIM, reason="tests the CUDA simulator")
+needs_checks = pytest.mark.skipif(not config.CHECKS, reason="MINIGPU_SIM_CHECKS=0")
 
 
 def line_of(kernel, marker):
@@ -87,12 +88,14 @@ def oob_local(out, n):
     out[0] = acc[0]
 
 
+@needs_checks
 def test_memcheck_global():
     with raises(OutOfBoundsError, oob_global, "OOB-GLOBAL") as e:
         oob_global[2, 8](np.zeros(15, np.float32))
     assert "global array 'out' at index 15 (shape (15,), float32)" in str(e.value)
 
 
+@needs_checks
 def test_memcheck_negative_shared_index():
     with raises(OutOfBoundsError, oob_shared_negative, "OOB-NEG") as e:
         oob_shared_negative[3, 8](np.zeros(8, np.float32))
@@ -102,6 +105,7 @@ def test_memcheck_negative_shared_index():
     assert isinstance(e.value, IndexError) and isinstance(e.value, SimulatorError)
 
 
+@needs_checks
 def test_memcheck_local():
     with raises(OutOfBoundsError, oob_local, "OOB-LOCAL") as e:
         oob_local[1, 1](np.zeros(1, np.float32), 5)
@@ -136,17 +140,20 @@ def read_all(out, src):
         out[i] = src[i]  # UNINIT-DEVICE
 
 
+@needs_checks
 def test_initcheck_local():
     with raises(UninitializedReadError, uninit_local, "UNINIT-LOCAL") as e:
         uninit_local[1, 1](np.zeros(1, np.float32))
     assert "local array 'acc' at index 0" in str(e.value)
 
 
+@needs_checks
 def test_initcheck_shared_int():
     with raises(UninitializedReadError, uninit_shared, "UNINIT-SHARED"):
         uninit_shared[1, 16](np.zeros(16, np.int32))
 
 
+@needs_checks
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])
 def test_initcheck_device_array(dtype):
     src = cuda.device_array(8, dtype=dtype)
@@ -159,6 +166,7 @@ def test_initcheck_device_array(dtype):
     assert (out == np.arange(8)).all()
 
 
+@needs_checks
 def test_initcheck_minigpu_allocator():
     from minigpu.backends.cuda import allocator
 
@@ -219,6 +227,7 @@ def histogram_no_atomics(h_out, b):
         h_out[t] = h[t]
 
 
+@needs_checks
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_shared_read_after_write(seed, monkeypatch):
     monkeypatch.setattr(sim_launch, "_rng", random.Random(seed))
@@ -227,6 +236,7 @@ def test_shared_read_after_write(seed, monkeypatch):
     assert "read-after-write race on shared array 's'" in str(e.value)
 
 
+@needs_checks
 def test_shared_write_after_read():
     with raises(RaceError, shared_war, "WAR-W", "WAR-R") as e:
         shared_war[1, 64](np.zeros(64, np.float32), ones)
@@ -234,12 +244,14 @@ def test_shared_write_after_read():
     assert re.search(r"(write-after-read|read-after-write) race on shared array 's'", str(e.value))
 
 
+@needs_checks
 def test_shared_write_after_write():
     with raises(RaceError, shared_waw, "WAW") as e:
         shared_waw[1, 32](np.zeros(32, np.float32))
     assert "write-after-write race" in str(e.value)
 
 
+@needs_checks
 def test_shared_histogram_without_atomics():
     with raises(RaceError, histogram_no_atomics, "HIST"):
         histogram_no_atomics[1, 32](np.zeros(4, np.int32), np.arange(32) % 4)
@@ -285,23 +297,27 @@ def global_waw_across_blocks(out):
         out[0] = cuda.blockIdx.x  # XWAW (the "last" block wins)
 
 
+@needs_checks
 def test_global_sum_without_atomic():
     with raises(RaceError, global_sum_no_atomic, "GSUM") as e:
         global_sum_no_atomic[2, 32](np.zeros(1, np.float32), ones)
     assert "global array 'out' at index 0 (shape (1,), float32)" in str(e.value)
 
 
+@needs_checks
 def test_global_read_after_write_in_a_block():
     with raises(RaceError, global_raw_in_block, "GRAW-W", "GRAW-R"):
         global_raw_in_block[1, 32](np.zeros(32, np.float32), np.zeros(32, np.float32))
 
 
+@needs_checks
 def test_global_write_after_read_in_a_block():
     with raises(RaceError, global_war_in_block, "GWAR-R", "GWAR-W") as e:
         global_war_in_block[1, 32](np.arange(32, dtype=np.float32))
     assert re.search(r"(write-after-read|read-after-write) race on global array 'g'", str(e.value))
 
 
+@needs_checks
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_global_read_after_write_across_blocks(seed, monkeypatch):
     monkeypatch.setattr(sim_launch, "_rng", random.Random(seed))
@@ -310,6 +326,7 @@ def test_global_read_after_write_across_blocks(seed, monkeypatch):
     assert "from different blocks of one launch" in str(e.value)
 
 
+@needs_checks
 def test_global_write_after_write_across_blocks():
     with raises(RaceError, global_waw_across_blocks, "XWAW") as e:
         global_waw_across_blocks[4, 32](np.zeros(1, np.float32))
@@ -336,11 +353,13 @@ def atomic_then_plain(out, x):
         out[0] = 0.0  # AP-PLAIN
 
 
+@needs_checks
 def test_syncwarp_orders_only_its_warp():
     with raises(RaceError, syncwarp_across_warps, "SW-W", "SW-R"):
         syncwarp_across_warps[1, 64](np.zeros(64, np.float32))
 
 
+@needs_checks
 def test_plain_write_races_with_atomics():
     with raises(RaceError, atomic_then_plain, "AP-ATOMIC", "AP-PLAIN"):
         atomic_then_plain[1, 32](np.zeros(1, np.float32), ones)
@@ -638,11 +657,13 @@ def test_cai_argument_aliases_its_memory():
     assert strided[0] == 42 and d.shape == (6,)
 
 
+@needs_checks
 def test_cai_argument_is_checked():
     with raises(OutOfBoundsError, oob_global, "OOB-GLOBAL"):
         oob_global[1, 8](CAIArray(np.zeros(6, np.float32)))
 
 
+@needs_checks
 def test_observers_see_every_access(monkeypatch):
     seen = []
     monkeypatch.setattr(memory, "observers", [seen.append])
@@ -691,7 +712,7 @@ def test_import_minigpu_installs_and_checks_can_be_turned_off():
     """
     off = run_script(code, NUMBA_ENABLE_CUDASIM="1", MINIGPU_SIM_CHECKS="0")
     assert off.returncode == 0 and "ran True" in off.stdout, off.stderr
-    on = run_script(code, NUMBA_ENABLE_CUDASIM="1")
+    on = run_script(code, NUMBA_ENABLE_CUDASIM="1", MINIGPU_SIM_CHECKS="1")
     assert on.returncode != 0 and "RaceError" in on.stderr, on.stderr
 
 
