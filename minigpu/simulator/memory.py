@@ -135,7 +135,7 @@ class Array:
     """A global, shared or local array as a simulated kernel sees it (see the module doc)."""
 
     __slots__ = ("a", "name", "space", "shadow", "root", "ptr", "shape", "strides", "ndim",
-                 "size", "dtype", "itemsize", "n0", "s0", "pk", "pu", "pbits", "pval")
+                 "size", "dtype", "itemsize", "n0", "s0", "n1", "s1", "pk", "pu", "pbits", "pval")
 
     def __init__(self, a, name, space, shadow, root=None):
         self.a, self.name, self.space, self.shadow = a, name, space, shadow
@@ -145,6 +145,8 @@ class Array:
         self.size, self.dtype, self.itemsize = a.size, a.dtype, a.dtype.itemsize
         self.n0 = a.shape[0] if a.ndim else 0
         self.s0 = a.strides[0] if a.ndim else 0
+        self.n1 = a.shape[1] if a.ndim == 2 else -1  # -1: not 2-D (the 2-D fast path is off)
+        self.s1 = a.strides[1] if a.ndim == 2 else 0
         self.pk, self.pu, self.pbits, self.pval = poison_of(a.dtype)
 
     # -- NumPy-ish surface a kernel uses -------------------------------------------------
@@ -211,8 +213,11 @@ class Array:
     # -- loads and stores ------------------------------------------------------------------
 
     def __getitem__(self, idx):
-        if type(idx) is _int and self.ndim == 1 and 0 <= idx < self.n0:  # the common case
+        if type(idx) is _int and self.ndim == 1 and 0 <= idx < self.n0:  # the common cases
             addr = self.ptr + idx * self.s0
+        elif type(idx) is _tuple and len(idx) == 2 and type(idx[0]) is _int and \
+                type(idx[1]) is _int and 0 <= idx[0] < self.n0 and 0 <= idx[1] < self.n1:
+            addr = self.ptr + idx[0] * self.s0 + idx[1] * self.s1
         else:
             addr = self._addr(idx)
             if addr is None:
@@ -237,8 +242,11 @@ class Array:
         return v
 
     def __setitem__(self, idx, value):
-        if type(idx) is _int and self.ndim == 1 and 0 <= idx < self.n0:  # the common case
+        if type(idx) is _int and self.ndim == 1 and 0 <= idx < self.n0:  # the common cases
             addr = self.ptr + idx * self.s0
+        elif type(idx) is _tuple and len(idx) == 2 and type(idx[0]) is _int and \
+                type(idx[1]) is _int and 0 <= idx[0] < self.n0 and 0 <= idx[1] < self.n1:
+            addr = self.ptr + idx[0] * self.s0 + idx[1] * self.s1
         else:
             addr = self._addr(idx)
             if addr is None:
