@@ -31,6 +31,7 @@ import warnings
 
 from .errors import (LaunchConfigError, OutOfBoundsError, RaceError, SimulatorError, SyncError,
                      UninitializedReadError)
+from .memory import fill_poison  # no numba import: minigpu's allocator poisons fresh memory
 
 __all__ = ["SimulatorError", "RaceError", "OutOfBoundsError", "UninitializedReadError",
            "SyncError", "LaunchConfigError", "install", "uninstall", "is_installed",
@@ -42,12 +43,6 @@ _installed = False
 _warned = False
 _saved = []  # (owner, name, original or _MISSING), to undo install()
 _MISSING = object()
-
-
-def fill_poison(array):
-    """Fill a fresh simulated device array (NumPy storage) with the initcheck poison."""
-    from .memory import fill_poison as fill
-    return fill(array)
 
 
 def _check(kernel_mod, kernelapi, devicearray, args_mod):

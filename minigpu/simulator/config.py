@@ -6,10 +6,10 @@
   Default: on.
 - ``MINIGPU_SIM_SEED=<int>`` seeds the order in which the blocks of each launch run
   (default 0; the order is a fresh permutation per launch drawn from that seed).
-- ``MINIGPU_STOCK_SIMULATOR=1`` leaves Numba's simulator stock (to compare with it).
+- ``MINIGPU_STOCK_SIMULATOR=1`` leaves Numba's simulator stock (to compare with it); read by
+  ``install()`` when it runs.
 """
 import os
 
 CHECKS = os.environ.get("MINIGPU_SIM_CHECKS", "1") != "0"
 SEED = int(os.environ.get("MINIGPU_SIM_SEED", "0"))
-STOCK = os.environ.get("MINIGPU_STOCK_SIMULATOR") == "1"
