@@ -18,7 +18,7 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 from numba import cuda, float32  # noqa: E402
 
-from minigpu.backends.cuda import simulator  # noqa: E402
+from minigpu import simulator  # noqa: E402
 
 BLOCKS, THREADS, BARRIERS = 4, 256, 16
 

@@ -7,6 +7,13 @@
 ``device="cuda"`` runs Numba CUDA kernels (on Numba's simulator when NUMBA_ENABLE_CUDASIM=1);
 ``device="cpu"`` runs the NumPy reference backend.
 """
+import os as _os
+
+if _os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":  # kernels will run on Numba's simulator:
+    from .simulator import install as _install     # make it the sanitizer (minigpu/simulator)
+
+    _install()
+
 from . import cuda, datasets, nn, optim, profiler, utils
 from .autograd import Function, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .creation import (arange, as_tensor, empty, empty_like, eye, from_numpy, full, full_like,

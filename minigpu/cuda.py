@@ -1,6 +1,9 @@
 """``minigpu.cuda``: device queries and synchronisation, shaped like ``torch.cuda``."""
 from __future__ import annotations
 
+from .simulator.errors import (LaunchConfigError, OutOfBoundsError, RaceError,  # noqa: F401
+                               SimulatorError, SyncError, UninitializedReadError)
+
 
 def _device():
     from .backends.cuda import device

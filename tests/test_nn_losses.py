@@ -102,8 +102,10 @@ def test_regression_and_binary_losses_match_numpy(reduction):
                                    rtol=1e-10)
 
 
-def test_bce_clamps_log_at_minus_100_like_pytorch():
-    x, t = t64([0.0, 1.0, 0.0, 1.0, 1e-50], True), t64([1.0, 0.0, 0.0, 1.0, 1.0])
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_bce_clamps_log_at_minus_100_like_pytorch(device):
+    x = t64([0.0, 1.0, 0.0, 1.0, 1e-50]).to(device).requires_grad_()
+    t = t64([1.0, 0.0, 0.0, 1.0, 1.0]).to(device)
     loss = F.binary_cross_entropy(x, t, reduction="none")
     np.testing.assert_allclose(loss.detach().numpy(), [100, 100, 0, 0, 100], atol=1e-12)
     loss.sum().backward()  # (x - t) / max(x(1-x), 1e-12): finite, as in PyTorch

@@ -2,12 +2,8 @@
 
 One kernel family per file; this module only gathers the public primitives. Under
 ``NUMBA_ENABLE_CUDASIM=1`` the same kernels run on Numba's CUDA simulator, which
-``simulator.install()`` first upgrades (warp intrinsics, blocking barriers, poisoned shared memory).
+``import minigpu`` has already upgraded into a sanitizer (``minigpu/simulator/``).
 """
-from . import simulator
-
-simulator.install()
-
 from .device import SIMULATOR, empty, is_available, synchronize  # noqa: E402
 from .memory import assign_, cast, contiguous, from_numpy, full, to_numpy  # noqa: E402
 from .elementwise import binary, unary, where  # noqa: E402

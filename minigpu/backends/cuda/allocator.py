@@ -274,7 +274,10 @@ def device_array(n: int, dtype, stream=0):
 
     pool = simulator_pool()
     block, size = pool.allocate(n * dtype.itemsize)
-    return FakeCUDAArray(_array_from_block(pool, block, size, n, dtype), stream=stream)
+    from ...simulator import fill_poison  # uninitialised: initcheck catches a read of it
+
+    array = fill_poison(_array_from_block(pool, block, size, n, dtype))
+    return FakeCUDAArray(array, stream=stream)
 
 
 _pinned_pool = None

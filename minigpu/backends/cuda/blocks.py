@@ -30,7 +30,7 @@ FULL_MASK = 0xFFFFFFFF
 
 def warp_shuffle_available() -> bool:
     """True when ``cuda.shfl_down_sync`` / ``shfl_xor_sync`` can run: always on a GPU; under the
-    simulator only once ``simulator.install()`` has added them to its fake ``cuda`` module."""
+    simulator only once ``minigpu.simulator.install()`` has added them to its fake ``cuda`` module."""
     if not SIMULATOR:
         return True
     from numba.cuda.simulator import kernel as simkernel
@@ -39,7 +39,7 @@ def warp_shuffle_available() -> bool:
                for name in ("shfl_down_sync", "shfl_xor_sync"))
 
 
-# Decided once: ``cuda/__init__`` runs ``simulator.install()`` before importing this module.
+# Decided once: ``import minigpu`` runs ``minigpu.simulator.install()`` before this module loads.
 WARP_SHUFFLE = warp_shuffle_available()
 
 

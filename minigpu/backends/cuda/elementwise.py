@@ -38,34 +38,18 @@ float32 stays float32
 from __future__ import annotations
 
 import functools
-import math
+from math import exp, log, sqrt, tanh  # IEEE, dtype-keeping versions under the simulator
 
 import numpy as np
 from numba import cuda, float32
 
 from ..contract import BINARY_OPS, UNARY_OPS, View, result_dtype
 from .blocks import launch, max_nan, min_nan
-from .device import SIMULATOR, empty, scalar
+from .device import empty, scalar
 from .strided import strided_offset
 
 
 # --- op device functions ------------------------------------------------------------------------
-if SIMULATOR:
-    def _keep_type(f):
-        """Under the simulator ``math.exp(numpy.float64(x))`` runs in Python and returns a
-        Python float, which NumPy then treats as a *weak* scalar: ``float32(1) + e`` would
-        round a float64 kernel's sum to float32. On the GPU ``math.exp`` of a float64 is a
-        float64 (and of a float32 a float32). This keeps that typing in the simulator."""
-        def typed(x):
-            y = f(x)
-            return x.dtype.type(y) if getattr(x, "dtype", None) is not None and \
-                x.dtype.kind == "f" else y
-        return typed
-
-    exp, log, sqrt, tanh = (_keep_type(f) for f in (math.exp, math.log, math.sqrt, math.tanh))
-else:
-    from math import exp, log, sqrt, tanh
-
 # Unary ops take (x, a, b), binary ops (x, y, a, b); a and b are alpha and beta.
 
 
