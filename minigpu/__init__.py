@@ -16,6 +16,8 @@ from .ops import (abs, argmax, argmin, bmm, cat, chunk, clamp, clip, exp, flatte
                   index_select, log, log_softmax, matmul, max, maximum, mean, min, minimum, mm,
                   permute, relu, reshape, sigmoid, softmax, split, sqrt, squeeze, stack, std,
                   sum, tanh, transpose, unsqueeze, var, where)
+from .ops import (ceil, cos, expm1, floor, floor_divide, isinf, isnan, log1p, remainder,
+                  round, sign, sin, trunc)
 from .interop import from_dlpack
 from .random import Generator, default_generator, initial_seed, manual_seed
 from .serialization import load, save

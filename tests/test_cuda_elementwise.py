@@ -7,7 +7,9 @@ Tolerances (cuda vs the NumPy reference):
   expf/logf/tanhf/powf are within a few ulp of NumPy's, not bit-equal) and expressions the
   compiler contracts into an FMA (a*x + b, x*(1 - y*y), x*y*(1 - y)), which rounds once
   instead of twice.
-Domains: log/sqrt/pow/rpow get positive inputs. Under the simulator ``math.log(-1)`` runs in
+Exact too: floor, ceil, round, trunc, isnan, isinf, floor_divide and remainder (fmod-based
+Python/NumPy division, no rounding beyond IEEE's).
+Domains: log/sqrt/pow/rpow get positive inputs, log1p inputs above -1. Under the simulator ``math.log(-1)`` runs in
 Python and raises instead of returning NaN as the GPU (and NumPy) do.
 """
 import numpy as np
@@ -31,8 +33,11 @@ FLOATS = (np.float32, np.float64)
 TOL = {np.dtype(np.float32): dict(rtol=1e-5, atol=1e-5),
        np.dtype(np.float64): dict(rtol=1e-10, atol=1e-12)}
 APPROX = {"exp", "log", "sqrt", "tanh", "sigmoid", "affine", "rdiv", "pow", "rpow",
-          "tanh_grad", "sigmoid_grad"}
-UNARY_DOMAIN = {"log": (0.125, 4.0), "sqrt": (0.0, 4.0), "pow": (0.125, 4.0)}
+          "tanh_grad", "sigmoid_grad", "sin", "cos", "log1p", "expm1", "gelu", "gelu_tanh",
+          "silu", "softplus", "elu", "gelu_grad", "gelu_tanh_grad", "silu_grad",
+          "softplus_grad", "elu_grad"}
+UNARY_DOMAIN = {"log": (0.125, 4.0), "sqrt": (0.0, 4.0), "pow": (0.125, 4.0),
+                "log1p": (-0.875, 4.0)}
 BINARY_DOMAIN = {"pow": (0.125, 4.0)}  # for x; y anywhere in [-4, 4]
 ALPHA_DOMAIN = {"rpow": (0.125, 4.0), "pow": (-3.0, 3.0)}
 

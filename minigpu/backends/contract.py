@@ -106,7 +106,9 @@ UNARY_OPS = {op.name: op.formula for op in optable.UNARY}
 BINARY_OPS = {op.name: op.formula for op in optable.BINARY}
 """Binary maps on equal shapes (the caller broadcasts): name -> semantics (``optable.py``)."""
 
-COMPARISONS = tuple(op.name for op in optable.BINARY if op.bool_result)
+COMPARISONS = tuple(dict.fromkeys(op.name for op in (*optable.BINARY, *optable.UNARY)
+                                  if op.bool_result))
+"""The maps with a bool result: comparisons and the predicates ``isnan``/``isinf``."""
 
 REDUCE_OPS = ("sum", "max", "min")
 

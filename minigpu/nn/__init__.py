@@ -7,5 +7,6 @@ from .loss import BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, MSELoss, NLLLoss
 from .loss import HuberLoss, KLDivLoss, L1Loss, SmoothL1Loss
 from .containers import ModuleDict
 from .normalization import LayerNorm
+from .activation import ELU, GELU, SiLU, Softplus
 from .module import Module, ModuleList, Parameter, Sequential
 from .rnn import GRU, LSTM, RNN, Embedding, GRUCell, LSTMCell, RNNCell

@@ -12,3 +12,6 @@ from .shape import (cat, chunk, clone, contiguous, expand, expand_as, flatten, g
                     permute, repeat, reshape, reshape_as, split, squeeze, stack, t, transpose,
                     unbind, unsqueeze, view, view_as)
 from .softmax import log_softmax, softmax
+from .elementwise import (ceil, cos, expm1, floor, floor_divide, isinf, isnan, log1p,
+                          remainder, round, sin, trunc)
+from .activation import elu, gelu, silu, softplus
