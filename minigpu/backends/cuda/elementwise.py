@@ -52,20 +52,21 @@ from .strided import strided_offset
 
 # --- op device functions ------------------------------------------------------------------------
 if SIMULATOR:
-    def _keep_type(f):
+    def _keep_type(name):
         """Under the simulator ``math.exp(numpy.float64(x))`` runs in Python and returns a
         Python float, which NumPy then treats as a *weak* scalar: ``float32(1) + e`` would
         round a float64 kernel's sum to float32. On the GPU ``math.exp`` of a float64 is a
-        float64 (and of a float32 a float32). This keeps that typing in the simulator."""
+        float64 (and of a float32 a float32). This keeps that typing in the simulator. The
+        function is looked up in this module's ``math`` on each call, so a simulator that
+        swaps that global for IEEE versions (inf/nan instead of raising) is seen."""
         def typed(x):
-            y = f(x)
+            y = getattr(math, name)(x)
             return x.dtype.type(y) if getattr(x, "dtype", None) is not None and \
                 x.dtype.kind == "f" else y
         return typed
 
     exp, log, sqrt, tanh, sin, cos, log1p, expm1, erf = (_keep_type(f) for f in (
-        math.exp, math.log, math.sqrt, math.tanh, math.sin, math.cos, math.log1p, math.expm1,
-        math.erf))
+        "exp", "log", "sqrt", "tanh", "sin", "cos", "log1p", "expm1", "erf"))
     # Python's math.floor/ceil/trunc return an int (and raise on inf/nan); the GPU's
     # floorf/floor return a float of the argument's type, as these NumPy ufuncs do.
     floor, ceil, trunc, copysign = np.floor, np.ceil, np.trunc, np.copysign
@@ -165,7 +166,7 @@ def unary_sign(x, a, b):
         return float32(1)
     if x < float32(0):
         return float32(-1)
-    return x  # 0 stays 0 and NaN stays NaN, like np.sign
+    return x - x  # NaN stays NaN, and -0.0 becomes +0.0 (x - x), like np.sign
 
 
 @cuda.jit(device=True)
