@@ -8,5 +8,6 @@ from .loss import HuberLoss, KLDivLoss, L1Loss, SmoothL1Loss
 from .containers import ModuleDict
 from .normalization import LayerNorm
 from .activation import ELU, GELU, SiLU, Softplus
+from .conv import Conv1d, ConvTranspose2d
 from .module import Module, ModuleList, Parameter, Sequential
 from .rnn import GRU, LSTM, RNN, Embedding, GRUCell, LSTMCell, RNNCell

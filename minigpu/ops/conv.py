@@ -135,3 +135,37 @@ def _string_padding(padding, kernel, stride, dilation, name):
         raise NotImplementedError(f"{name}: padding='same' with an even effective kernel size "
                                   f"needs asymmetric padding, which minigpu does not support")
     return tuple(t // 2 for t in total)
+
+
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *,
+           name="conv1d"):
+    """``torch.nn.functional.conv1d`` for groups=1: (N, C, L) or unbatched (C, L) input,
+    weight (OC, C, k). A height-1 conv2d: (N, C, 1, L) with a (OC, C, 1, k) weight, both
+    views (no copy), on the same im2col + GEMM path."""
+    if weight.ndim != 3:
+        raise RuntimeError(f"{name} expected a 3-D weight (out_channels, in_channels, kW), got "
+                           f"weight of shape {tuple(weight.shape)}")
+    if input.ndim not in (2, 3):
+        raise RuntimeError(f"{name} expected 2D (unbatched) or 3D (batched) input, got input "
+                           f"of shape {tuple(input.shape)}")
+    if input.shape[-2] != weight.shape[1]:
+        raise RuntimeError(f"{name} expected input with {weight.shape[1]} channels, got "
+                           f"{input.shape[-2]} (input shape {tuple(input.shape)}, weight shape "
+                           f"{tuple(weight.shape)})")
+    stride, dilation = (1, *_single(stride, "stride")), (1, *_single(dilation, "dilation"))
+    if not isinstance(padding, str):
+        padding = (0, *_single(padding, "padding"))
+    out = conv2d(input.unsqueeze(-2), weight.unsqueeze(-2), bias, stride, padding, dilation,
+                 groups, name=name)
+    return out.squeeze(-2)
+
+
+def _single(value, what):
+    """An int or a 1-tuple, as a 1-tuple (PyTorch's ``_single``)."""
+    if isinstance(value, (tuple, list)):
+        if len(value) != 1:
+            raise RuntimeError(f"expected {what} to be a single integer value or a list of 1 "
+                               f"values to match the convolution dimensions, but got "
+                               f"{what}={list(value)}")
+        return (int(value[0]),)
+    return (int(value),)
