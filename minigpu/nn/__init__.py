@@ -9,5 +9,6 @@ from .containers import ModuleDict
 from .normalization import LayerNorm
 from .activation import ELU, GELU, SiLU, Softplus
 from .conv import Conv1d, ConvTranspose2d
+from .upsampling import Upsample
 from .module import Module, ModuleList, Parameter, Sequential
 from .rnn import GRU, LSTM, RNN, Embedding, GRUCell, LSTMCell, RNNCell
