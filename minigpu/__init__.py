@@ -18,6 +18,7 @@ from .ops import (abs, argmax, argmin, bmm, cat, chunk, clamp, clip, exp, flatte
                   sum, tanh, transpose, unsqueeze, var, where)
 from .ops import (ceil, cos, expm1, floor, floor_divide, isinf, isnan, log1p, remainder,
                   round, sign, sin, trunc)
+from .ops import einsum
 from .interop import from_dlpack
 from .random import Generator, default_generator, initial_seed, manual_seed
 from .serialization import load, save

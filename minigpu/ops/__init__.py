@@ -15,3 +15,4 @@ from .softmax import log_softmax, softmax
 from .elementwise import (ceil, cos, expm1, floor, floor_divide, isinf, isnan, log1p,
                           remainder, round, sin, trunc)
 from .activation import elu, gelu, silu, softplus
+from .einsum import einsum
