@@ -81,27 +81,8 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
            name="conv2d"):
     """``torch.nn.functional.conv2d`` for groups=1: (N,C,H,W) or unbatched (C,H,W) input,
     int or pair stride/padding/dilation, padding also ``'valid'`` or ``'same'``."""
-    if groups != 1:
-        raise NotImplementedError(f"{name}: minigpu supports groups=1 only, got groups={groups}")
-    check_same_device(input, weight, *([bias] if bias is not None else []))
-    if weight.ndim != 4:
-        raise RuntimeError(f"{name} expected a 4-D weight (out_channels, in_channels, kH, kW), "
-                           f"got weight of shape {tuple(weight.shape)}")
-    if input.ndim not in (3, 4):
-        raise RuntimeError(f"{name} expected 3D (unbatched) or 4D (batched) input, got input "
-                           f"of shape {tuple(input.shape)}")
-    unbatched = input.ndim == 3
-    x = input.unsqueeze(0) if unbatched else input
+    x, unbatched = check_conv_args(name, input, weight, bias, groups, transposed=False)
     oc, c, kh, kw = weight.shape
-    if x.shape[1] != c:
-        raise RuntimeError(f"{name} expected input with {c} channels, got {x.shape[1]} "
-                           f"(input shape {tuple(input.shape)}, weight shape "
-                           f"{tuple(weight.shape)})")
-    if bias is not None and tuple(bias.shape) != (oc,):
-        raise RuntimeError(f"{name} expected bias of shape ({oc},), got {tuple(bias.shape)}")
-    if x.dtype != weight.dtype or (bias is not None and bias.dtype != weight.dtype):
-        raise RuntimeError(f"{name}: input type ({x.dtype}) and weight type ({weight.dtype}) "
-                           f"should be the same")
     stride, dilation = pair(stride, "stride"), pair(dilation, "dilation")
     if isinstance(padding, str):
         padding = _string_padding(padding, (kh, kw), stride, dilation, name)
@@ -120,6 +101,35 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
                            f"Kernel size can't be greater than actual input size")
     out = Conv2d.apply(x, weight, bias, stride, padding, dilation)
     return out.squeeze(0) if unbatched else out
+
+
+def check_conv_args(name, input, weight, bias, groups, transposed):
+    """The checks conv2d and conv_transpose2d share (groups, devices, ranks, channels, bias,
+    dtypes); returns the input as a batch and whether it was unbatched. A transposed
+    convolution's weight is (in_channels, out_channels, kH, kW), a plain one's (out, in, ...)."""
+    if groups != 1:
+        raise NotImplementedError(f"{name}: minigpu supports groups=1 only, got groups={groups}")
+    check_same_device(input, weight, *([bias] if bias is not None else []))
+    layout = "in_channels, out_channels" if transposed else "out_channels, in_channels"
+    if weight.ndim != 4:
+        raise RuntimeError(f"{name} expected a 4-D weight ({layout}, kH, kW), got weight of "
+                           f"shape {tuple(weight.shape)}")
+    if input.ndim not in (3, 4):
+        raise RuntimeError(f"{name} expected 3D (unbatched) or 4D (batched) input, got input "
+                           f"of shape {tuple(input.shape)}")
+    unbatched = input.ndim == 3
+    x = input.unsqueeze(0) if unbatched else input
+    c, oc = weight.shape[:2] if transposed else weight.shape[1::-1]
+    if x.shape[1] != c:
+        raise RuntimeError(f"{name} expected input with {c} channels, got {x.shape[1]} "
+                           f"(input shape {tuple(input.shape)}, weight shape "
+                           f"{tuple(weight.shape)})")
+    if bias is not None and tuple(bias.shape) != (oc,):
+        raise RuntimeError(f"{name} expected bias of shape ({oc},), got {tuple(bias.shape)}")
+    if x.dtype != weight.dtype or (bias is not None and bias.dtype != weight.dtype):
+        raise RuntimeError(f"{name}: input type ({x.dtype}) and weight type ({weight.dtype}) "
+                           f"should be the same")
+    return x, unbatched
 
 
 def _string_padding(padding, kernel, stride, dilation, name):

@@ -18,7 +18,7 @@ from __future__ import annotations
 from ..autograd import Function
 from ..backends.contract import View, pair
 from ..tensor import Tensor
-from .common import check_same_device
+from .conv import check_conv_args
 from .shape import contiguous
 
 
@@ -79,27 +79,8 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
     """``torch.nn.functional.conv_transpose2d`` for groups=1: (N,C_in,H,W) or unbatched
     (C_in,H,W) input, weight (C_in, C_out, kH, kW), int or pair stride/padding/
     output_padding/dilation."""
-    if groups != 1:
-        raise NotImplementedError(f"{name}: minigpu supports groups=1 only, got groups={groups}")
-    check_same_device(input, weight, *([bias] if bias is not None else []))
-    if weight.ndim != 4:
-        raise RuntimeError(f"{name} expected a 4-D weight (in_channels, out_channels, kH, kW), "
-                           f"got weight of shape {tuple(weight.shape)}")
-    if input.ndim not in (3, 4):
-        raise RuntimeError(f"{name} expected 3D (unbatched) or 4D (batched) input, got input "
-                           f"of shape {tuple(input.shape)}")
-    unbatched = input.ndim == 3
-    x = input.unsqueeze(0) if unbatched else input
-    cin, cout, kh, kw = weight.shape
-    if x.shape[1] != cin:
-        raise RuntimeError(f"{name} expected input with {cin} channels, got {x.shape[1]} "
-                           f"(input shape {tuple(input.shape)}, weight shape "
-                           f"{tuple(weight.shape)})")
-    if bias is not None and tuple(bias.shape) != (cout,):
-        raise RuntimeError(f"{name} expected bias of shape ({cout},), got {tuple(bias.shape)}")
-    if x.dtype != weight.dtype or (bias is not None and bias.dtype != weight.dtype):
-        raise RuntimeError(f"{name}: input type ({x.dtype}) and weight type ({weight.dtype}) "
-                           f"should be the same")
+    x, unbatched = check_conv_args(name, input, weight, bias, groups, transposed=True)
+    kh, kw = weight.shape[2:]
     stride, padding = pair(stride, "stride"), pair(padding, "padding")
     output_padding, dilation = pair(output_padding, "output_padding"), pair(dilation, "dilation")
     if min(stride) < 1 or min(dilation) < 1 or min(padding) < 0 or min(output_padding) < 0:
