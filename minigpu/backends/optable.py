@@ -89,13 +89,13 @@ def softplus(x, beta, threshold):
         return np.where(z > threshold, x, np.log1p(np.exp(z)) / beta).astype(x.dtype)
 
 
-def zero_grad(g, x, y, a, b):
+def zero_derivative(g, x, y, a, b):
     """The derivative of a piecewise-constant op (floor, sign, ...): zero, like PyTorch."""
     return type(g)._full(g.shape, 0, g.dtype, g.device)
 
 
 def _zero_binary(g, x, y):
-    return zero_grad(g, x, y, 0, 0)
+    return zero_derivative(g, x, y, 0, 0)
 
 
 class Op(NamedTuple):
@@ -133,7 +133,7 @@ UNARY = (
        fused("leaky_relu_grad", "x"), saves="x"),
     Op("abs", "|x|", lambda x, a, b: np.abs(x), lambda g, x, y, a, b: g * x.sign(),
        method=True, float_input=False, saves="x"),
-    Op("sign", "-1, 0 or 1", lambda x, a, b: np.sign(x), zero_grad, method=True,
+    Op("sign", "-1, 0 or 1", lambda x, a, b: np.sign(x), zero_derivative, method=True,
        float_input=False, saves=""),
     Op("affine", "a*x + b  (x+3, 2*x, 3-x, x/4 all use this)", lambda x, a, b: a * x + b,
        lambda g, x, y, a, b: g * a, saves=""),
@@ -159,13 +159,13 @@ UNARY = (
        lambda g, x, y, a, b: g / (x + 1), method=True, saves="x"),
     Op("expm1", "exp(x) - 1, accurate for small |x|", lambda x, a, b: np.expm1(x),
        lambda g, x, y, a, b: g * (y + 1), method=True, saves="y"),
-    Op("floor", "the largest integer <= x (a float)", lambda x, a, b: np.floor(x), zero_grad,
+    Op("floor", "the largest integer <= x (a float)", lambda x, a, b: np.floor(x), zero_derivative,
        method=True, float_input=False, saves=""),
-    Op("ceil", "the smallest integer >= x (a float)", lambda x, a, b: np.ceil(x), zero_grad,
+    Op("ceil", "the smallest integer >= x (a float)", lambda x, a, b: np.ceil(x), zero_derivative,
        method=True, float_input=False, saves=""),
     Op("round", "x rounded to the nearest integer, halves to even", lambda x, a, b: np.round(x),
-       zero_grad, method=True, float_input=False, saves=""),
-    Op("trunc", "x rounded toward zero", lambda x, a, b: np.trunc(x), zero_grad,
+       zero_derivative, method=True, float_input=False, saves=""),
+    Op("trunc", "x rounded toward zero", lambda x, a, b: np.trunc(x), zero_derivative,
        method=True, float_input=False, saves=""),
     Op("isnan", "x != x  -> bool", lambda x, a, b: np.isnan(x), bool_result=True, method=True,
        float_input=False),
