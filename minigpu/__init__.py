@@ -23,6 +23,9 @@ from .ops import (abs, argmax, argmin, bmm, cat, chunk, clamp, clip, exp, flatte
                   index_select, log, log_softmax, matmul, max, maximum, mean, min, minimum, mm,
                   permute, relu, reshape, sigmoid, softmax, split, sqrt, squeeze, stack, std,
                   sum, tanh, transpose, unsqueeze, var, where)
+from .ops import (ceil, cos, expm1, floor, floor_divide, isinf, isnan, log1p, remainder,
+                  round, sign, sin, trunc)
+from .ops import einsum
 from .interop import from_dlpack
 from .ops import allclose, cumprod, cumsum, gather, masked_select, norm, prod, scatter_add
 from .ops import argsort, sort, topk

@@ -396,6 +396,18 @@ class Tensor(TensorMethods):
     def __neg__(self):
         return _ops().neg(self)
 
+    def __floordiv__(self, other):
+        return _ops().floor_divide(self, other)
+
+    def __rfloordiv__(self, other):
+        return _ops().floor_divide(other, self)
+
+    def __mod__(self, other):
+        return _ops().remainder(self, other)
+
+    def __rmod__(self, other):
+        return _ops().remainder(other, self)
+
     def __matmul__(self, other):
         return _ops().matmul(self, other)
 

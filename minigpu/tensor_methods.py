@@ -54,6 +54,46 @@ class TensorMethods:
         """Elementwise ``-1, 0 or 1``."""
         return _ops().sign(self)
 
+    def sin(self):
+        """Elementwise ``sin(x)``."""
+        return _ops().sin(self)
+
+    def cos(self):
+        """Elementwise ``cos(x)``."""
+        return _ops().cos(self)
+
+    def log1p(self):
+        """Elementwise ``log(1 + x), accurate for small |x|``."""
+        return _ops().log1p(self)
+
+    def expm1(self):
+        """Elementwise ``exp(x) - 1, accurate for small |x|``."""
+        return _ops().expm1(self)
+
+    def floor(self):
+        """Elementwise ``the largest integer <= x (a float)``."""
+        return _ops().floor(self)
+
+    def ceil(self):
+        """Elementwise ``the smallest integer >= x (a float)``."""
+        return _ops().ceil(self)
+
+    def round(self):
+        """Elementwise ``x rounded to the nearest integer, halves to even``."""
+        return _ops().round(self)
+
+    def trunc(self):
+        """Elementwise ``x rounded toward zero``."""
+        return _ops().trunc(self)
+
+    def isnan(self):
+        """Elementwise ``x != x  -> bool``."""
+        return _ops().isnan(self)
+
+    def isinf(self):
+        """Elementwise ``|x| == inf  -> bool``."""
+        return _ops().isinf(self)
+
     def maximum(self, b):
         """Elementwise ``max(x, y)``."""
         return _ops().maximum(self, b)
@@ -61,6 +101,14 @@ class TensorMethods:
     def minimum(self, b):
         """Elementwise ``min(x, y)``."""
         return _ops().minimum(self, b)
+
+    def floor_divide(self, b):
+        """Elementwise ``floor(x / y)  (Python's //: rounds toward -inf)``."""
+        return _ops().floor_divide(self, b)
+
+    def remainder(self, b):
+        """Elementwise ``x - floor(x / y) * y  (Python's %: the sign of y)``."""
+        return _ops().remainder(self, b)
 
     def clamp(self, min=None, max=None):
         """``minigpu.ops.clamp`` of this tensor."""

@@ -7,6 +7,8 @@ Tolerances (cuda vs the NumPy reference):
   expf/logf/tanhf/powf are within a few ulp of NumPy's, not bit-equal) and expressions the
   compiler contracts into an FMA (a*x + b, x*(1 - y*y), x*y*(1 - y)), which rounds once
   instead of twice.
+Exact too: floor, ceil, round, trunc, isnan, isinf, floor_divide and remainder (fmod-based
+Python/NumPy division, no rounding beyond IEEE's).
 Domains: every op gets [-4, 4], so log/sqrt/pow/rpow see their NaN and inf edges; the
 simulator's IEEE math returns what the GPU (and NumPy) return there.
 """
@@ -31,7 +33,9 @@ FLOATS = (np.float32, np.float64)
 TOL = {np.dtype(np.float32): dict(rtol=1e-5, atol=1e-5),
        np.dtype(np.float64): dict(rtol=1e-10, atol=1e-12)}
 APPROX = {"exp", "log", "sqrt", "tanh", "sigmoid", "affine", "rdiv", "pow", "rpow",
-          "tanh_grad", "sigmoid_grad"}
+          "tanh_grad", "sigmoid_grad", "sin", "cos", "log1p", "expm1", "gelu", "gelu_tanh",
+          "silu", "softplus", "elu", "gelu_grad", "gelu_tanh_grad", "silu_grad",
+          "softplus_grad", "elu_grad"}
 
 
 def fetch(buf, shape):

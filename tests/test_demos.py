@@ -105,6 +105,20 @@ def test_train_gan_smoke(tmp_path, cuda):
         assert (out / name).is_file(), name
 
 
+
+def test_train_gan_dcgan_smoke(tmp_path, cuda):
+    needs("sklearn", "matplotlib")
+    out = tmp_path / "train_gan"
+    m = demo("train_gan").main(["--arch", "dcgan", "--smoke", "--device", cuda, "--out",
+                                str(out), "--min-classifier-accuracy", "0"])
+    assert m["arch"] == "dcgan" and m["device"] == "cuda" and m["epochs"] == 1
+    assert finite(m["final_d_loss"], m["final_g_loss"])
+    state = mg.load(out / "generator.safetensors")
+    assert state["net.0.weight"].shape == (100, 8, 2, 2)  # ConvTranspose2d: (in, out, kH, kW)
+    assert "net.1.running_mean" in state
+    for name in ("samples.png", "progress.png", "losses.png"):
+        assert (out / name).is_file(), name
+
 def test_gan_uses_the_classifier_next_to_its_run_and_refuses_weak_scores(tmp_path,
                                                                          monkeypatch):
     needs("sklearn", "matplotlib")

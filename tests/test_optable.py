@@ -69,8 +69,9 @@ def test_tensor_methods_are_generated_current_and_visible():
 
 
 PARAMS = {"leaky_relu": (0.1, 0.0), "affine": (2.0, 3.0), "rdiv": (2.0, 0.0),
-          "pow": (2.5, 0.0), "rpow": (1.5, 0.0), "clamp": (-0.7, 1.5)}
-POSITIVE = {"log", "sqrt", "pow", "rdiv"}
+          "pow": (2.5, 0.0), "rpow": (1.5, 0.0), "clamp": (-0.7, 1.5),
+          "softplus": (1.5, 2.0), "elu": (0.7, 0.0)}
+POSITIVE = {"log", "sqrt", "pow", "rdiv", "log1p"}
 
 
 @pytest.mark.parametrize("op", [op for op in optable.UNARY if op.grad is not None],

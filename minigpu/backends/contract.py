@@ -106,7 +106,9 @@ UNARY_OPS = {op.name: op.formula for op in optable.UNARY}
 BINARY_OPS = {op.name: op.formula for op in optable.BINARY}
 """Binary maps on equal shapes (the caller broadcasts): name -> semantics (``optable.py``)."""
 
-COMPARISONS = tuple(op.name for op in optable.BINARY if op.bool_result)
+COMPARISONS = tuple(dict.fromkeys(op.name for op in (*optable.BINARY, *optable.UNARY)
+                                  if op.bool_result))
+"""The maps with a bool result: comparisons and the predicates ``isnan``/``isinf``."""
 
 REDUCE_OPS = ("sum", "max", "min", "prod")
 
@@ -193,7 +195,7 @@ PRIMITIVES = {
 }
 
 
-# --- issue 14: scans, stream compaction, gathers and scatters along a dim --------------------
+# --- scans, stream compaction, gathers and scatters along a dim ------------------------------
 PRIMITIVES.update({
     "scan": "scan(op, x_view, axis, exclusive=False, reverse=False) -> buf of x's shape: the "
             "prefix op ('sum' or 'prod') along axis, inclusive (element k combines 0..k) or "

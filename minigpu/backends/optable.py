@@ -45,6 +45,59 @@ def fused(op, saved):
     return grad
 
 
+def _erf(x):
+    """erf elementwise in x's dtype (NumPy has no erf ufunc; math.erf is exact to double)."""
+    return np.vectorize(math.erf, otypes=[x.dtype])(x) if x.size else x.copy()
+
+
+def _c(x, value):
+    """A constant in x's dtype (float32 stays float32)."""
+    return x.dtype.type(value)
+
+
+SQRT1_2 = 0.7071067811865476            # 1 / sqrt(2)
+INV_SQRT_2PI = 0.3989422804014327        # 1 / sqrt(2 pi)
+SQRT_2_OVER_PI = 0.7978845608028654      # sqrt(2 / pi)
+GELU_CUBIC = 0.044715                    # the tanh approximation's cubic coefficient
+
+
+def gelu(x):
+    return _c(x, 0.5) * x * (1 + _erf(x * _c(x, SQRT1_2)))
+
+
+def gelu_grad(g, x):
+    """g * (Phi(x) + x * phi(x))."""
+    cdf = _c(x, 0.5) * (1 + _erf(x * _c(x, SQRT1_2)))
+    pdf = np.exp(_c(x, -0.5) * x * x) * _c(x, INV_SQRT_2PI)
+    return g * (cdf + x * pdf)
+
+
+def gelu_tanh(x):
+    u = _c(x, SQRT_2_OVER_PI) * (x + _c(x, GELU_CUBIC) * x * x * x)
+    return _c(x, 0.5) * x * (1 + np.tanh(u))
+
+
+def gelu_tanh_grad(g, x):
+    t = np.tanh(_c(x, SQRT_2_OVER_PI) * (x + _c(x, GELU_CUBIC) * x * x * x))
+    du = _c(x, SQRT_2_OVER_PI) * (1 + _c(x, 3 * GELU_CUBIC) * x * x)
+    return g * (_c(x, 0.5) * (1 + t) + _c(x, 0.5) * x * (1 - t * t) * du)
+
+
+def softplus(x, beta, threshold):
+    z = x * beta
+    with np.errstate(over="ignore"):
+        return np.where(z > threshold, x, np.log1p(np.exp(z)) / beta).astype(x.dtype)
+
+
+def zero_derivative(g, x, y, a, b):
+    """The derivative of a piecewise-constant op (floor, sign, ...): zero, like PyTorch."""
+    return type(g)._full(g.shape, 0, g.dtype, g.device)
+
+
+def _zero_binary(g, x, y):
+    return zero_derivative(g, x, y, 0, 0)
+
+
 class Op(NamedTuple):
     name: str
     formula: str             # the exact semantics (the contract)
@@ -80,7 +133,8 @@ UNARY = (
        fused("leaky_relu_grad", "x"), saves="x"),
     Op("abs", "|x|", lambda x, a, b: np.abs(x), lambda g, x, y, a, b: g * x.sign(),
        method=True, float_input=False, saves="x"),
-    Op("sign", "-1, 0 or 1", lambda x, a, b: np.sign(x), method=True, float_input=False),
+    Op("sign", "-1, 0 or 1", lambda x, a, b: np.sign(x), zero_derivative, method=True,
+       float_input=False, saves=""),
     Op("affine", "a*x + b  (x+3, 2*x, 3-x, x/4 all use this)", lambda x, a, b: a * x + b,
        lambda g, x, y, a, b: g * a, saves=""),
     Op("rdiv", "a / x", lambda x, a, b: a / x, lambda g, x, y, a, b: -g * y / x),
@@ -96,6 +150,37 @@ UNARY = (
     Op("le", "x <= a -> bool", lambda x, a, b: x <= a, bool_result=True),
     Op("eq", "x == a -> bool", lambda x, a, b: x == a, bool_result=True),
     Op("ne", "x != a -> bool", lambda x, a, b: x != a, bool_result=True),
+    # math functions, rounding, predicates and activations
+    Op("sin", "sin(x)", lambda x, a, b: np.sin(x), lambda g, x, y, a, b: g * x.cos(),
+       method=True, saves="x"),
+    Op("cos", "cos(x)", lambda x, a, b: np.cos(x), lambda g, x, y, a, b: -g * x.sin(),
+       method=True, saves="x"),
+    Op("log1p", "log(1 + x), accurate for small |x|", lambda x, a, b: np.log1p(x),
+       lambda g, x, y, a, b: g / (x + 1), method=True, saves="x"),
+    Op("expm1", "exp(x) - 1, accurate for small |x|", lambda x, a, b: np.expm1(x),
+       lambda g, x, y, a, b: g * (y + 1), method=True, saves="y"),
+    Op("floor", "the largest integer <= x (a float)", lambda x, a, b: np.floor(x), zero_derivative,
+       method=True, float_input=False, saves=""),
+    Op("ceil", "the smallest integer >= x (a float)", lambda x, a, b: np.ceil(x), zero_derivative,
+       method=True, float_input=False, saves=""),
+    Op("round", "x rounded to the nearest integer, halves to even", lambda x, a, b: np.round(x),
+       zero_derivative, method=True, float_input=False, saves=""),
+    Op("trunc", "x rounded toward zero", lambda x, a, b: np.trunc(x), zero_derivative,
+       method=True, float_input=False, saves=""),
+    Op("isnan", "x != x  -> bool", lambda x, a, b: np.isnan(x), bool_result=True, method=True,
+       float_input=False),
+    Op("isinf", "|x| == inf  -> bool", lambda x, a, b: np.isinf(x), bool_result=True,
+       method=True, float_input=False),
+    Op("gelu", "x * Phi(x) = x/2 * (1 + erf(x / sqrt(2)))  (exact GELU)",
+       lambda x, a, b: gelu(x), fused("gelu_grad", "x"), saves="x"),
+    Op("gelu_tanh", "x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))  (approximate GELU)",
+       lambda x, a, b: gelu_tanh(x), fused("gelu_tanh_grad", "x"), saves="x"),
+    Op("silu", "x * sigmoid(x)", lambda x, a, b: x * sigmoid(x), fused("silu_grad", "x"),
+       saves="x"),
+    Op("softplus", "log(1 + exp(a*x)) / a, or x where a*x > b  (beta=a, threshold=b)",
+       lambda x, a, b: softplus(x, a, b), fused("softplus_grad", "x"), saves="x"),
+    Op("elu", "x if x > 0 else a * (exp(x) - 1)  (alpha=a)",
+       lambda x, a, b: np.where(x > 0, x, a * np.expm1(x)), fused("elu_grad", "x"), saves="x"),
 )
 
 BINARY = (
@@ -121,6 +206,14 @@ BINARY = (
     Op("le", "x <= y -> bool", lambda x, y, a, b: x <= y, bool_result=True),
     Op("eq", "x == y -> bool", lambda x, y, a, b: x == y, bool_result=True),
     Op("ne", "x != y -> bool", lambda x, y, a, b: x != y, bool_result=True),
+    Op("floor_divide", "floor(x / y)  (Python's //: rounds toward -inf)",
+       lambda x, y, a, b: np.floor_divide(x, y),
+       (_zero_binary, _zero_binary), method=True, float_input=False,
+       saves=""),
+    Op("remainder", "x - floor(x / y) * y  (Python's %: the sign of y)",
+       lambda x, y, a, b: np.remainder(x, y),
+       (lambda g, x, y: g, lambda g, x, y: -g * x.floor_divide(y)), method=True,
+       float_input=False),
     # Fused backward maps: one pass instead of building a mask and multiplying.
     Op("relu_grad", "x (the upstream grad) where y > 0 else 0   (y = relu input or output)",
        lambda x, y, a, b: np.where(y > 0, x, 0)),
@@ -132,6 +225,16 @@ BINARY = (
        lambda x, y, a, b: x * y * (1 - y)),
     Op("clamp_grad", "x where a <= y <= b else 0   (y = clamp input)",
        lambda x, y, a, b: np.where((y >= a) & (y <= b), x, 0)),
+    Op("gelu_grad", "x * (Phi(y) + y * phi(y))   (y = gelu input)",
+       lambda x, y, a, b: gelu_grad(x, y)),
+    Op("gelu_tanh_grad", "x * d/dy gelu_tanh(y)   (y = input)",
+       lambda x, y, a, b: gelu_tanh_grad(x, y)),
+    Op("silu_grad", "x * s * (1 + y * (1 - s)), s = sigmoid(y)   (y = input)",
+       lambda x, y, a, b: x * sigmoid(y) * (1 + y * (1 - sigmoid(y)))),
+    Op("softplus_grad", "x * sigmoid(a*y), or x where a*y > b   (y = input)",
+       lambda x, y, a, b: np.where(y * a > b, x, x * sigmoid(y * a))),
+    Op("elu_grad", "x where y > 0 else x * a * exp(y)   (y = input)",
+       lambda x, y, a, b: np.where(y > 0, x, x * a * np.exp(y))),
 )
 
 UNARY_BY_NAME = {op.name: op for op in UNARY}

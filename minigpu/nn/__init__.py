@@ -7,5 +7,8 @@ from .loss import BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, MSELoss, NLLLoss
 from .loss import HuberLoss, KLDivLoss, L1Loss, SmoothL1Loss
 from .containers import ModuleDict
 from .normalization import LayerNorm
+from .activation import ELU, GELU, SiLU, Softplus
+from .conv import Conv1d, ConvTranspose2d
+from .upsampling import Upsample
 from .module import Module, ModuleList, Parameter, Sequential
 from .rnn import GRU, LSTM, RNN, Embedding, GRUCell, LSTMCell, RNNCell

@@ -15,12 +15,18 @@ from ..ops.loss import huber_loss, kl_div, l1_loss, smooth_l1_loss
 from ..ops.normalization import batch_norm, dropout
 from ..ops.rnn import embedding
 from ..ops.pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d
+from ..ops.activation import gelu, silu, softplus
+from ..ops.conv import conv1d
+from ..ops.conv_transpose import conv_transpose2d
+from .spatial import interpolate, one_hot, pad
 
 __all__ = ["linear", "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "batch_norm",
            "dropout", "mse_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
            "cross_entropy", "nll_loss", "softmax", "log_softmax", "relu", "leaky_relu", "tanh",
            "sigmoid", "flatten", "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div",
            "embedding", "layer_norm"]
+__all__ += ["gelu", "silu", "softplus", "elu", "conv1d", "conv_transpose2d", "interpolate", "pad",
+            "one_hot"]
 
 
 def linear(input, weight, bias=None):
@@ -67,3 +73,8 @@ def sigmoid(input):
 
 def flatten(input, start_dim=0, end_dim=-1):
     return ops.flatten(input, start_dim, end_dim)
+
+
+def elu(input, alpha=1.0, inplace=False):
+    """x where x > 0, else alpha * (exp(x) - 1); ``inplace`` is accepted for compatibility."""
+    return ops.elu(input, alpha)

@@ -79,32 +79,34 @@ class Linear(Module):
                 f"bias={self.bias is not None}")
 
 
-class Conv2d(Module):
-    """2-D convolution over (N, C, H, W) (or unbatched (C, H, W)) input, groups=1.
+class _ConvNd(Module):
+    """What Conv1d, Conv2d and ConvTranspose2d share: arguments, PyTorch's parameter layout
+    and initialisation (kaiming_uniform_(a=sqrt(5)) and U(-1/sqrt(fan_in), 1/sqrt(fan_in))),
+    and repr. ``ntuple`` makes a size argument one int per spatial dim; a transposed layer's
+    weight is (in_channels, out_channels, *kernel_size), a plain one's (out, in, *kernel)."""
 
-    weight (out_channels, in_channels, kH, kW), bias (out_channels,), initialised like
-    PyTorch: kaiming_uniform_(a=sqrt(5)) and U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
-    """
-
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
-                 groups=1, bias=True, padding_mode="zeros", device=None, dtype=None):
+    def __init__(self, in_channels, out_channels, kernel_size, stride, padding, dilation,
+                 groups, bias, padding_mode, device, dtype, *, ntuple, transposed=False,
+                 output_padding=0):
         super().__init__()
+        name = type(self).__name__
         if groups != 1:
-            raise NotImplementedError(f"Conv2d: minigpu supports groups=1 only, got "
+            raise NotImplementedError(f"{name}: minigpu supports groups=1 only, got "
                                       f"groups={groups}")
         if padding_mode != "zeros":
-            raise NotImplementedError(f"Conv2d: minigpu supports padding_mode='zeros' only, "
+            raise NotImplementedError(f"{name}: minigpu supports padding_mode='zeros' only, "
                                       f"got '{padding_mode}'")
         self.in_channels, self.out_channels = int(in_channels), int(out_channels)
-        self.kernel_size = pair(kernel_size)
-        self.stride = pair(stride)
-        self.padding = padding if isinstance(padding, str) else pair(padding)
-        self.dilation = pair(dilation)
+        self.kernel_size = ntuple(kernel_size)
+        self.stride = ntuple(stride)
+        self.padding = padding if isinstance(padding, str) else ntuple(padding)
+        self.dilation = ntuple(dilation)
         self.groups, self.padding_mode = groups, padding_mode
-        self.output_padding = (0, 0)
-        self.transposed = False
-        self.weight = Parameter(creation.empty(out_channels, in_channels, *self.kernel_size,
-                                               device=device, dtype=dtype))
+        self.output_padding = ntuple(output_padding)
+        self.transposed = transposed
+        channels = (in_channels, out_channels) if transposed else (out_channels, in_channels)
+        self.weight = Parameter(creation.empty(*channels, *self.kernel_size, device=device,
+                                               dtype=dtype))
         if bias:
             self.bias = Parameter(creation.empty(out_channels, device=device, dtype=dtype))
         else:
@@ -119,20 +121,36 @@ class Conv2d(Module):
                 bound = 1 / math.sqrt(fan_in)
                 init.uniform_(self.bias, -bound, bound)
 
-    def forward(self, input):
-        return F.conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation,
-                        name="Conv2d")
-
     def extra_repr(self):
+        dims = len(self.kernel_size)
         s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
              f"stride={self.stride}")
-        if self.padding != (0, 0):
+        if self.padding != (0,) * dims:
             s += f", padding={self.padding}"
-        if self.dilation != (1, 1):
+        if self.dilation != (1,) * dims:
             s += f", dilation={self.dilation}"
+        if self.output_padding != (0,) * dims:
+            s += f", output_padding={self.output_padding}"
         if self.bias is None:
             s += ", bias=False"
         return s
+
+
+class Conv2d(_ConvNd):
+    """2-D convolution over (N, C, H, W) (or unbatched (C, H, W)) input, groups=1.
+
+    weight (out_channels, in_channels, kH, kW), bias (out_channels,), initialised like
+    PyTorch: kaiming_uniform_(a=sqrt(5)) and U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
+    """
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
+                 groups=1, bias=True, padding_mode="zeros", device=None, dtype=None):
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
+                         groups, bias, padding_mode, device, dtype, ntuple=pair)
+
+    def forward(self, input):
+        return F.conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation,
+                        name="Conv2d")
 
 
 class MaxPool2d(Module):

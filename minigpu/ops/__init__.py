@@ -1,8 +1,9 @@
 """Differentiable operations, one module per family; this module is their flat namespace."""
-from .elementwise import (abs, add, all, any, clamp, clip, compare, div, eq, exp, ge, gt, le,
-                          leaky_relu, log, lt, masked_fill, maximum, minimum, mul, ne, neg,
-                          pow, rdiv, reciprocal, relu, rpow, rsqrt, rsub, sigmoid, sign, sqrt,
-                          square, sub, tanh, where)
+from .elementwise import (abs, add, all, any, ceil, clamp, clip, compare, cos, div, eq, exp,
+                          expm1, floor, floor_divide, ge, gt, isinf, isnan, le, leaky_relu, log,
+                          log1p, lt, masked_fill, maximum, minimum, mul, ne, neg, pow, rdiv,
+                          reciprocal, relu, remainder, round, rpow, rsqrt, rsub, sigmoid, sign,
+                          sin, sqrt, square, sub, tanh, trunc, where)
 from .indexing import gather, index_select, scatter_add, scatter_add_
 from .linalg import bmm, matmul, mm
 from .reduce import allclose, argmax, argmin, max, mean, min, norm, std, sum, var
@@ -14,3 +15,5 @@ from .shape import (cat, chunk, clone, contiguous, expand, expand_as, flatten, g
 from .softmax import log_softmax, softmax
 from .scan import cumprod, cumsum, masked_select, prod
 from .sort import argsort, sort, topk
+from .activation import elu, gelu, silu, softplus
+from .einsum import einsum

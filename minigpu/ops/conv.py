@@ -81,27 +81,8 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
            name="conv2d"):
     """``torch.nn.functional.conv2d`` for groups=1: (N,C,H,W) or unbatched (C,H,W) input,
     int or pair stride/padding/dilation, padding also ``'valid'`` or ``'same'``."""
-    if groups != 1:
-        raise NotImplementedError(f"{name}: minigpu supports groups=1 only, got groups={groups}")
-    check_same_device(input, weight, *([bias] if bias is not None else []))
-    if weight.ndim != 4:
-        raise RuntimeError(f"{name} expected a 4-D weight (out_channels, in_channels, kH, kW), "
-                           f"got weight of shape {tuple(weight.shape)}")
-    if input.ndim not in (3, 4):
-        raise RuntimeError(f"{name} expected 3D (unbatched) or 4D (batched) input, got input "
-                           f"of shape {tuple(input.shape)}")
-    unbatched = input.ndim == 3
-    x = input.unsqueeze(0) if unbatched else input
+    x, unbatched = check_conv_args(name, input, weight, bias, groups, transposed=False)
     oc, c, kh, kw = weight.shape
-    if x.shape[1] != c:
-        raise RuntimeError(f"{name} expected input with {c} channels, got {x.shape[1]} "
-                           f"(input shape {tuple(input.shape)}, weight shape "
-                           f"{tuple(weight.shape)})")
-    if bias is not None and tuple(bias.shape) != (oc,):
-        raise RuntimeError(f"{name} expected bias of shape ({oc},), got {tuple(bias.shape)}")
-    if x.dtype != weight.dtype or (bias is not None and bias.dtype != weight.dtype):
-        raise RuntimeError(f"{name}: input type ({x.dtype}) and weight type ({weight.dtype}) "
-                           f"should be the same")
     stride, dilation = pair(stride, "stride"), pair(dilation, "dilation")
     if isinstance(padding, str):
         padding = _string_padding(padding, (kh, kw), stride, dilation, name)
@@ -122,6 +103,35 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
     return out.squeeze(0) if unbatched else out
 
 
+def check_conv_args(name, input, weight, bias, groups, transposed):
+    """The checks conv2d and conv_transpose2d share (groups, devices, ranks, channels, bias,
+    dtypes); returns the input as a batch and whether it was unbatched. A transposed
+    convolution's weight is (in_channels, out_channels, kH, kW), a plain one's (out, in, ...)."""
+    if groups != 1:
+        raise NotImplementedError(f"{name}: minigpu supports groups=1 only, got groups={groups}")
+    check_same_device(input, weight, *([bias] if bias is not None else []))
+    layout = "in_channels, out_channels" if transposed else "out_channels, in_channels"
+    if weight.ndim != 4:
+        raise RuntimeError(f"{name} expected a 4-D weight ({layout}, kH, kW), got weight of "
+                           f"shape {tuple(weight.shape)}")
+    if input.ndim not in (3, 4):
+        raise RuntimeError(f"{name} expected 3D (unbatched) or 4D (batched) input, got input "
+                           f"of shape {tuple(input.shape)}")
+    unbatched = input.ndim == 3
+    x = input.unsqueeze(0) if unbatched else input
+    c, oc = weight.shape[:2] if transposed else weight.shape[1::-1]
+    if x.shape[1] != c:
+        raise RuntimeError(f"{name} expected input with {c} channels, got {x.shape[1]} "
+                           f"(input shape {tuple(input.shape)}, weight shape "
+                           f"{tuple(weight.shape)})")
+    if bias is not None and tuple(bias.shape) != (oc,):
+        raise RuntimeError(f"{name} expected bias of shape ({oc},), got {tuple(bias.shape)}")
+    if x.dtype != weight.dtype or (bias is not None and bias.dtype != weight.dtype):
+        raise RuntimeError(f"{name}: input type ({x.dtype}) and weight type ({weight.dtype}) "
+                           f"should be the same")
+    return x, unbatched
+
+
 def _string_padding(padding, kernel, stride, dilation, name):
     if padding == "valid":
         return (0, 0)
@@ -135,3 +145,37 @@ def _string_padding(padding, kernel, stride, dilation, name):
         raise NotImplementedError(f"{name}: padding='same' with an even effective kernel size "
                                   f"needs asymmetric padding, which minigpu does not support")
     return tuple(t // 2 for t in total)
+
+
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *,
+           name="conv1d"):
+    """``torch.nn.functional.conv1d`` for groups=1: (N, C, L) or unbatched (C, L) input,
+    weight (OC, C, k). A height-1 conv2d: (N, C, 1, L) with a (OC, C, 1, k) weight, both
+    views (no copy), on the same im2col + GEMM path."""
+    if weight.ndim != 3:
+        raise RuntimeError(f"{name} expected a 3-D weight (out_channels, in_channels, kW), got "
+                           f"weight of shape {tuple(weight.shape)}")
+    if input.ndim not in (2, 3):
+        raise RuntimeError(f"{name} expected 2D (unbatched) or 3D (batched) input, got input "
+                           f"of shape {tuple(input.shape)}")
+    if input.shape[-2] != weight.shape[1]:
+        raise RuntimeError(f"{name} expected input with {weight.shape[1]} channels, got "
+                           f"{input.shape[-2]} (input shape {tuple(input.shape)}, weight shape "
+                           f"{tuple(weight.shape)})")
+    stride, dilation = (1, *_single(stride, "stride")), (1, *_single(dilation, "dilation"))
+    if not isinstance(padding, str):
+        padding = (0, *_single(padding, "padding"))
+    out = conv2d(input.unsqueeze(-2), weight.unsqueeze(-2), bias, stride, padding, dilation,
+                 groups, name=name)
+    return out.squeeze(-2)
+
+
+def _single(value, what):
+    """An int or a 1-tuple, as a 1-tuple (PyTorch's ``_single``)."""
+    if isinstance(value, (tuple, list)):
+        if len(value) != 1:
+            raise RuntimeError(f"expected {what} to be a single integer value or a list of 1 "
+                               f"values to match the convolution dimensions, but got "
+                               f"{what}={list(value)}")
+        return (int(value[0]),)
+    return (int(value),)

@@ -12,8 +12,9 @@ global (and closure variable) bound to the ``math`` module, or to one of its fun
 - return ``numpy.float32`` when every argument is float32 and ``numpy.float64`` otherwise,
   the types Numba gives them. NumPy scalars divide by zero like the GPU (inf/nan, no raise).
 
-``floor``/``ceil``/``trunc`` (Numba returns an integer), predicates and integer functions are
-Python's own.
+``floor``/``ceil``/``trunc`` return a float of the argument's type, as numba-cuda's do (libdevice
+``floorf``/``floor``: ``floor(inf)`` is inf), not Python's int; predicates and integer functions
+are Python's own.
 """
 import math
 import types
@@ -24,11 +25,13 @@ _F32, _F64 = np.float32, np.float64
 _ERRORS = (ValueError, OverflowError, ZeroDivisionError)
 
 _UNARY = {"acos": np.arccos, "acosh": np.arccosh, "asin": np.arcsin, "asinh": np.arcsinh,
-          "atan": np.arctan, "atanh": np.arctanh, "cbrt": np.cbrt, "cos": np.cos,
-          "cosh": np.cosh, "degrees": np.degrees, "erf": None, "erfc": None, "exp": np.exp,
-          "exp2": np.exp2, "expm1": np.expm1, "fabs": np.fabs, "gamma": None, "lgamma": None,
-          "log10": np.log10, "log1p": np.log1p, "log2": np.log2, "radians": np.radians,
-          "sin": np.sin, "sinh": np.sinh, "sqrt": np.sqrt, "tan": np.tan, "tanh": np.tanh}
+          "atan": np.arctan, "atanh": np.arctanh, "cbrt": np.cbrt,
+          "cos": np.cos, "cosh": np.cosh, "degrees": np.degrees, "erf": None, "erfc": None,
+          "exp": np.exp, "exp2": np.exp2, "expm1": np.expm1, "fabs": np.fabs,
+          "gamma": None, "lgamma": None, "log10": np.log10, "log1p": np.log1p, "log2": np.log2,
+          "radians": np.radians, "sin": np.sin, "sinh": np.sinh, "sqrt": np.sqrt, "tan": np.tan,
+          "tanh": np.tanh}
+_ROUNDING = {"ceil": np.ceil, "floor": np.floor, "trunc": np.trunc}
 _BINARY = {"atan2": np.arctan2, "copysign": np.copysign, "fmod": np.fmod, "hypot": np.hypot,
            "pow": np.power, "remainder": np.remainder, "nextafter": np.nextafter}
 
@@ -60,6 +63,17 @@ def _unary(name, ufunc):
 
     g.__name__ = g.__qualname__ = name
     g.__doc__ = f"math.{name} with IEEE results (inf/nan) and Numba's result type."
+    return g
+
+
+def _rounding(name, ufunc):
+    """floor/ceil/trunc as the GPU computes them: a float of the argument's type, -0.0 and
+    inf/nan kept (NumPy's ufunc is exact; Python's goes through an int)."""
+    def g(x):
+        return ufunc(x) if type(x) is _F32 else ufunc(_F64(x))
+
+    g.__name__ = g.__qualname__ = name
+    g.__doc__ = f"math.{name} as numba-cuda computes it (libdevice {name}f / {name})."
     return g
 
 
@@ -97,12 +111,14 @@ MATH = types.ModuleType("math", "Python's math with IEEE results, as a simulated
 MATH.__dict__.update({k: v for k, v in vars(math).items() if not k.startswith("__")})
 for _name, _uf in _UNARY.items():
     setattr(MATH, _name, _unary(_name, _uf))
+for _name, _uf in _ROUNDING.items():
+    setattr(MATH, _name, _rounding(_name, _uf))
 for _name, _uf in _BINARY.items():
     setattr(MATH, _name, _binary(_name, _uf))
 MATH.log = _log
 
 SWAPS = {id(math): MATH}
 """id(original) -> replacement, for the launcher's swap of globals and closure cells."""
-for _name in list(_UNARY) + list(_BINARY) + ["log"]:
+for _name in list(_UNARY) + list(_ROUNDING) + list(_BINARY) + ["log"]:
     SWAPS[id(getattr(math, _name))] = getattr(MATH, _name)
 del _name, _uf

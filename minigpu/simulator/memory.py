@@ -31,7 +31,7 @@ racecheck
 The seam for performance counters: :data:`observers`. When it is non-empty every observed
 access calls each observer with an :class:`Access` (kernel, array name and identity, memory
 space, byte offset, itemsize, load/store/atomic, source site, thread and block ids). Nothing
-here counts anything; an observer can (issue 13).
+here counts anything; an observer can.
 """
 from __future__ import annotations
 

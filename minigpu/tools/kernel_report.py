@@ -196,6 +196,19 @@ def registry() -> list[KernelSpec]:
         (f, f, f, f, f, 1, 1, s, s, f), ln_block)
     add("layernorm.param_grad", LN.layer_norm_param_grad_kernel, (f, f, f, f, 1, 1, s, f, f))
 
+    # the newer table ops: one dense kernel per op (the strided body is the same per op)
+    trig = ("libdevice sinf/cosf: Payne-Hanek reduction for |x| > 105615 (float64 "
+            "arithmetic on that slow path only)")
+    for op in ("sin", "cos", "log1p", "expm1", "floor", "ceil", "round", "trunc", "isnan",
+               "isinf", "gelu", "gelu_tanh", "silu", "softplus", "elu"):
+        add(f"elementwise.unary_dense[{op}]", E.map_kernel("unary", op, "dense"),
+            (f, 0, b8 if op in ("isnan", "isinf") else f, s, s),
+            f64_reason=trig if op in ("sin", "cos") else None)
+    for op in ("floor_divide", "remainder", "gelu_grad", "gelu_tanh_grad", "silu_grad",
+               "softplus_grad", "elu_grad"):
+        add(f"elementwise.binary_dense[{op}]", E.map_kernel("binary", op, "dense"),
+            (f, 0, f, 0, f, s, s))
+
     # random
     u32 = np.uint32(0)
     add("random.uniform", RNG.uniform_kernel(f32), (f, u32, u32))
@@ -203,7 +216,7 @@ def registry() -> list[KernelSpec]:
         f64_reason="libdevice cosf: Payne-Hanek reduction for |x| > 105615, never taken "
                    "(argument < 2 pi); see random.py")
 
-    # scan, compaction, gathers/scatters along a dim, bitonic sort (issue 14)
+    # scan, compaction, gathers/scatters along a dim, bitonic sort
     SC, SO = _cuda_module("scan"), _cuda_module("sort")
     sb, ob = SC.PRODUCTION_BLOCK, SO.PRODUCTION_BLOCK
     add(f"scan.row_blelloch[sum,{sb}]", SC.scan_row_kernel("sum", f32, sb, False, False),

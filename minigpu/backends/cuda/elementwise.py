@@ -38,11 +38,14 @@ float32 stays float32
 from __future__ import annotations
 
 import functools
-from math import exp, log, sqrt, tanh  # IEEE, dtype-keeping versions under the simulator
+import math
+# Under the simulator these become IEEE, dtype-keeping versions (minigpu/simulator/ieee.py).
+from math import ceil, copysign, cos, erf, exp, expm1, floor, log, log1p, sin, sqrt, tanh, trunc
 
 import numpy as np
 from numba import cuda, float32
 
+from .. import optable
 from ..contract import BINARY_OPS, UNARY_OPS, View, result_dtype
 from .blocks import launch, max_nan, min_nan
 from .device import empty, scalar
@@ -50,6 +53,28 @@ from .strided import strided_offset
 
 
 # --- op device functions ------------------------------------------------------------------------
+def split_constant(value):
+    """A float64 constant as two float32s ``hi + lo`` (lo holds the bits hi rounded off).
+
+    ``x * hi + x * lo`` is ``x * value`` in x's own precision: within an ulp in a float32
+    kernel (no float64 promotion, see "float32 stays float32") and to about 2**-48 relative
+    in a float64 kernel, where a single ``float32(value)`` would be off by 2**-24. hi is
+    rounded toward zero, so lo has the sign of hi and ``inf * hi + inf * lo`` is inf, not
+    ``inf - inf``."""
+    hi = np.float32(value)
+    if abs(np.float64(hi)) > abs(value):
+        hi = np.nextafter(hi, np.float32(0))
+    return hi, np.float32(value - np.float64(hi))
+
+
+SQRT1_2 = split_constant(optable.SQRT1_2)
+INV_SQRT_2PI = split_constant(optable.INV_SQRT_2PI)
+SQRT_2_OVER_PI = split_constant(optable.SQRT_2_OVER_PI)
+GELU_CUBIC = split_constant(optable.GELU_CUBIC)
+GELU_CUBIC3 = split_constant(3 * optable.GELU_CUBIC)
+INF = float32(math.inf)
+
+
 # Unary ops take (x, a, b), binary ops (x, y, a, b); a and b are alpha and beta.
 
 
@@ -120,7 +145,7 @@ def unary_sign(x, a, b):
         return float32(1)
     if x < float32(0):
         return float32(-1)
-    return x  # 0 stays 0 and NaN stays NaN, like np.sign
+    return x - x  # NaN stays NaN, and -0.0 becomes +0.0 (x - x), like np.sign
 
 
 @cuda.jit(device=True)
@@ -178,6 +203,108 @@ def unary_ne(x, a, b):
     return x != a
 
 
+# math functions, rounding, predicates, activations (op table entries of the same name)
+@cuda.jit(device=True)
+def times(x, c):
+    """x times a ``split_constant`` pair, in x's precision."""
+    return x * c[0] + x * c[1]
+
+
+@cuda.jit(device=True)
+def unary_sin(x, a, b):
+    return sin(x)
+
+
+@cuda.jit(device=True)
+def unary_cos(x, a, b):
+    return cos(x)
+
+
+@cuda.jit(device=True)
+def unary_log1p(x, a, b):
+    return log1p(x)
+
+
+@cuda.jit(device=True)
+def unary_expm1(x, a, b):
+    return expm1(x)
+
+
+@cuda.jit(device=True)
+def unary_floor(x, a, b):
+    return floor(x)
+
+
+@cuda.jit(device=True)
+def unary_ceil(x, a, b):
+    return ceil(x)
+
+
+@cuda.jit(device=True)
+def unary_round(x, a, b):
+    """Round half to even (PyTorch's and NumPy's rule): floor, then up when the fraction is
+    over one half, or exactly one half and the floor is odd. ``copysign`` keeps -0.0 for
+    -0.5 < x <= 0 (NaN and inf pass through: their fraction is NaN, no comparison holds)."""
+    r = floor(x)
+    d = x - r  # exact
+    half = float32(0.5)
+    odd = floor(r * half) * float32(2) != r
+    up = d > half or (d == half and odd)
+    return copysign(r + float32(1) if up else r, x)
+
+
+@cuda.jit(device=True)
+def unary_trunc(x, a, b):
+    return trunc(x)
+
+
+@cuda.jit(device=True)
+def unary_isnan(x, a, b):
+    return x != x
+
+
+@cuda.jit(device=True)
+def unary_isinf(x, a, b):
+    return abs(x) == INF
+
+
+@cuda.jit(device=True)
+def unary_gelu(x, a, b):
+    half = float32(0.5)
+    return half * x * (float32(1) + erf(times(x, SQRT1_2)))
+
+
+@cuda.jit(device=True)
+def gelu_tanh_inner(x):
+    """sqrt(2/pi) * (x + 0.044715 x^3), the tanh argument of the approximate GELU."""
+    return times(x + times(x * x * x, GELU_CUBIC), SQRT_2_OVER_PI)
+
+
+@cuda.jit(device=True)
+def unary_gelu_tanh(x, a, b):
+    return float32(0.5) * x * (float32(1) + tanh(gelu_tanh_inner(x)))
+
+
+@cuda.jit(device=True)
+def unary_silu(x, a, b):
+    return x * unary_sigmoid(x, a, b)
+
+
+@cuda.jit(device=True)
+def unary_softplus(x, a, b):
+    """log1p(exp(a*x)) / a; x itself above the threshold b, where exp would overflow and
+    the difference is below rounding. A branch, not a select, so exp never sees a huge z."""
+    z = x * a
+    if z > b:
+        return x
+    return log1p(exp(z)) / a
+
+
+@cuda.jit(device=True)
+def unary_elu(x, a, b):
+    return x if x > float32(0) else a * expm1(x)
+
+
 @cuda.jit(device=True)
 def binary_add(x, y, a, b):
     return x + y
@@ -211,6 +338,50 @@ def binary_maximum(x, y, a, b):
 @cuda.jit(device=True)
 def binary_minimum(x, y, a, b):
     return min_nan(x, y)
+
+
+@cuda.jit(device=True)
+def binary_floor_divide(x, y, a, b):
+    return x // y  # Numba lowers float // like CPython's float_divmod: NumPy's floor_divide
+
+
+@cuda.jit(device=True)
+def binary_remainder(x, y, a, b):
+    return x % y  # the sign of y, like Python and NumPy's remainder
+
+
+@cuda.jit(device=True)
+def binary_gelu_grad(x, y, a, b):
+    """x * (Phi(y) + y * phi(y)): the GELU derivative times the upstream grad x."""
+    half = float32(0.5)
+    cdf = half * (float32(1) + erf(times(y, SQRT1_2)))
+    pdf = times(exp(-half * y * y), INV_SQRT_2PI)
+    return x * (cdf + y * pdf)
+
+
+@cuda.jit(device=True)
+def binary_gelu_tanh_grad(x, y, a, b):
+    half = float32(0.5)
+    t = tanh(gelu_tanh_inner(y))
+    du = times(float32(1) + times(y * y, GELU_CUBIC3), SQRT_2_OVER_PI)
+    return x * (half * (float32(1) + t) + half * y * (float32(1) - t * t) * du)
+
+
+@cuda.jit(device=True)
+def binary_silu_grad(x, y, a, b):
+    s = unary_sigmoid(y, a, b)
+    return x * s * (float32(1) + y * (float32(1) - s))
+
+
+@cuda.jit(device=True)
+def binary_softplus_grad(x, y, a, b):
+    z = y * a
+    return x if z > b else x * unary_sigmoid(z, a, b)
+
+
+@cuda.jit(device=True)
+def binary_elu_grad(x, y, a, b):
+    return x if y > float32(0) else x * a * exp(y)
 
 
 @cuda.jit(device=True)

@@ -1,0 +1,103 @@
+"""Transposed 2-D convolution (the adjoint of conv2d, "deconvolution"), NCHW, groups=1.
+
+conv2d is ``cols = im2col(x); y = W2 @ cols``. Its transpose swaps the two halves of that
+pipeline and transposes the weight matrix, so it reuses both primitives::
+
+    forward   cols   = W2^T @ x[n]         W2 = weight viewed as (C_in, C_out*kh*kw)
+              y      = col2im(cols)        overlapping patches are summed (stride < kernel)
+    backward  gcols  = im2col(g)           the adjoint of col2im
+              grad_x = W2 @ gcols[n]
+              grad_W = sum_n x[n] @ gcols[n]^T
+
+The weight is laid out (C_in, C_out, kh, kw) like PyTorch's; ``W2^T`` enters the batched
+matmul as a stride view (batch stride 0), never a copy. Output size per spatial dim:
+``(H - 1)*stride - 2*padding + dilation*(k - 1) + output_padding + 1``.
+"""
+from __future__ import annotations
+
+from ..autograd import Function
+from ..backends.contract import View, pair
+from ..tensor import Tensor
+from .conv import check_conv_args
+from .shape import contiguous
+
+
+def transposed_out_size(size, k, stride, padding, dilation, output_padding):
+    return (size - 1) * stride - 2 * padding + dilation * (k - 1) + output_padding + 1
+
+
+class ConvTranspose2d(Function):
+    """y = conv_transpose2d(x, weight, bias); x (N,C_in,H,W), weight (C_in,C_out,kh,kw)."""
+
+    def forward(self, x, weight, bias, stride, padding, output_padding, dilation):
+        x, weight = contiguous(x), contiguous(weight)
+        n, cin, h, w = x.shape
+        _, cout, kh, kw = weight.shape
+        oh, ow = (transposed_out_size(s, k, st, p, d, op) for s, k, st, p, d, op in
+                  zip((h, w), (kh, kw), stride, padding, dilation, output_padding))
+        k, pixels = cout * kh * kw, h * w
+        be = x.backend
+        wt_v = View(weight._buf, (n, k, cin), (0, 1, k), weight._offset)  # W2^T, no copy
+        x_v = View(x._buf, (n, cin, pixels), (cin * pixels, pixels, 1), x._offset)
+        cols = View(be.matmul(wt_v, x_v), (n, k, pixels), (k * pixels, pixels, 1), 0)
+        out_shape = (n, cout, oh, ow)
+        out = be.col2im(cols, out_shape, (kh, kw), stride, padding, dilation)
+        if bias is not None:
+            opix = oh * ow
+            out_v = View(out, (n, cout, opix), (cout * opix, opix, 1), 0)
+            b_v = View(bias._buf, (n, cout, opix), (0, bias._strides[0], 0), bias._offset)
+            out = be.binary("add", out_v, b_v)
+        self.geometry = ((kh, kw), stride, padding, dilation, (n, cin, h, w), k)
+        self.save_for_backward(x, weight)
+        return Tensor._dense(out, out_shape, x.device)
+
+    def backward(self, g):
+        x, weight = self.saved_tensors
+        kernel, stride, padding, dilation, (n, cin, h, w), k = self.geometry
+        pixels = h * w
+        g = contiguous(g)
+        be = g.backend
+        gcols = View(be.im2col(g._view(), kernel, stride, padding, dilation), (n, k, pixels),
+                     (k * pixels, pixels, 1), 0)
+        grad_x = grad_w = grad_b = None
+        if self.needs_input_grad[0]:
+            w2 = View(weight._buf, (n, cin, k), (0, k, 1), weight._offset)
+            grad_x = Tensor._dense(be.matmul(w2, gcols), x.shape, g.device)
+        if self.needs_input_grad[1]:
+            x_v = View(x._buf, (n, cin, pixels), (cin * pixels, pixels, 1), x._offset)
+            gcols_t = View(gcols.buf, (n, pixels, k), (k * pixels, 1, pixels), 0)
+            per_image = View(be.matmul(x_v, gcols_t), (n, cin, k), (cin * k, k, 1), 0)
+            grad_w = Tensor._dense(be.reduce("sum", per_image, (0,)), weight.shape, g.device)
+        if len(self.needs_input_grad) > 2 and self.needs_input_grad[2]:
+            grad_b = Tensor._dense(be.reduce("sum", g._view(), (0, 2, 3)), (g.shape[1],),
+                                   g.device)
+        return grad_x, grad_w, grad_b, None, None, None, None
+
+
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1, *, name="conv_transpose2d"):
+    """``torch.nn.functional.conv_transpose2d`` for groups=1: (N,C_in,H,W) or unbatched
+    (C_in,H,W) input, weight (C_in, C_out, kH, kW), int or pair stride/padding/
+    output_padding/dilation."""
+    x, unbatched = check_conv_args(name, input, weight, bias, groups, transposed=True)
+    kh, kw = weight.shape[2:]
+    stride, padding = pair(stride, "stride"), pair(padding, "padding")
+    output_padding, dilation = pair(output_padding, "output_padding"), pair(dilation, "dilation")
+    if min(stride) < 1 or min(dilation) < 1 or min(padding) < 0 or min(output_padding) < 0:
+        raise RuntimeError(f"{name}: stride and dilation must be positive, padding and "
+                           f"output_padding non-negative, got stride={stride}, padding="
+                           f"{padding}, output_padding={output_padding}, dilation={dilation}")
+    if any(op >= max(s, d) for op, s, d in zip(output_padding, stride, dilation)):
+        raise RuntimeError(f"output padding must be smaller than either stride or dilation, "
+                           f"but got output_padding_height: {output_padding[0]} "
+                           f"output_padding_width: {output_padding[1]} stride_height: "
+                           f"{stride[0]} stride_width: {stride[1]} dilation_height: "
+                           f"{dilation[0]} dilation_width: {dilation[1]}")
+    size = [transposed_out_size(s, k, st, p, d, op) for s, k, st, p, d, op in
+            zip(x.shape[2:], (kh, kw), stride, padding, dilation, output_padding)]
+    if min(size) < 1:
+        raise RuntimeError(f"{name}: the output size {tuple(size)} is too small for input "
+                           f"{tuple(x.shape[2:])} with kernel {(kh, kw)}, stride {stride} and "
+                           f"padding {padding}")
+    out = ConvTranspose2d.apply(x, weight, bias, stride, padding, output_padding, dilation)
+    return out.squeeze(0) if unbatched else out
