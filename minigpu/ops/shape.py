@@ -56,18 +56,24 @@ def broadcast_shapes(*shapes):
 def expand_view(t: Tensor, shape) -> View:
     """A stride-0 view of ``t`` broadcast to ``shape`` (no copy)."""
     shape = tuple(shape)
-    lead = len(shape) - t.ndim
-    strides = [0] * lead
-    for size, stride, target in zip(t.shape, t._strides, shape[lead:]):
-        if size == target:
-            strides.append(stride)
+    return View(t._buf, shape, expand_strides(t.shape, t._strides, shape), t._offset)
+
+
+def expand_strides(shape, strides, target) -> tuple:
+    """The strides of a (shape, strides) layout broadcast to ``target``: 0 along the new
+    leading dims and the size-1 dims that grow."""
+    lead = len(target) - len(shape)
+    out = [0] * lead
+    for size, stride, n in zip(shape, strides, target[lead:]):
+        if size == n:
+            out.append(stride)
         elif size == 1:
-            strides.append(0)
+            out.append(0)
         else:
-            raise RuntimeError(f"The expanded size of the tensor ({target}) must match the "
+            raise RuntimeError(f"The expanded size of the tensor ({n}) must match the "
                                f"existing size ({size}) at non-singleton dimension. Target "
-                               f"sizes: {list(shape)}.  Tensor sizes: {list(t.shape)}")
-    return View(t._buf, shape, tuple(strides), t._offset)
+                               f"sizes: {list(target)}.  Tensor sizes: {list(shape)}")
+    return tuple(out)
 
 
 def sum_to(g: Tensor, shape) -> Tensor:
