@@ -102,7 +102,7 @@ class Tensor(TensorMethods):
 
     def __init__(self, buf, shape, strides, offset, device, requires_grad=False):
         self._buf = buf
-        self.shape = Size(map(int, shape))
+        self.shape = shape if type(shape) is Size else Size(map(int, shape))  # Size holds ints
         self._strides = tuple(map(int, strides))
         self._offset = int(offset)
         self.device = device if type(device) is Device else Device(device)

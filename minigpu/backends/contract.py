@@ -19,6 +19,7 @@ primitive. Every name in :data:`PRIMITIVES` must exist in every backend module.
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -51,10 +52,7 @@ class View(NamedTuple):
 
 
 def numel(shape) -> int:
-    n = 1
-    for s in shape:
-        n *= int(s)
-    return n
+    return int(math.prod(shape))
 
 
 def contiguous_strides(shape) -> tuple:

@@ -1,26 +1,46 @@
 """NumPy memory: flat buffers, strided views onto them, transfers and casts.
 
-``array`` turns a :class:`View` into a NumPy view (no copy: a slice and a reshape of the flat
-buffer when the view is dense, ``as_strided`` otherwise); ``flat`` makes a new, writeable,
+``array`` turns a :class:`View` into a NumPy view (no copy); ``flat`` makes a new, writeable,
 contiguous 1-D buffer (what every primitive returns).
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from ..contract import View, contiguous_strides, numel
+from ..contract import View, is_contiguous, numel
 
 
 def array(v: View) -> np.ndarray:
-    """The NumPy view (no copy) of a strided window onto a flat buffer."""
-    if v.strides == contiguous_strides(v.shape):
-        # Dense (most operands): a slice and a reshape, ~10x cheaper than as_strided.
-        return v.buf[v.offset:v.offset + numel(v.shape)].reshape(v.shape)
-    item = v.buf.itemsize
-    base = v.buf[v.offset:] if v.buf.size else v.buf
-    return as_strided(base, shape=v.shape, strides=tuple(s * item for s in v.strides),
-                      writeable=False)
+    """The NumPy view (no copy) of a strided window onto a flat buffer.
+
+    Most views are dense, or a transpose of a dense block (``W.T``): those are a reshape (and
+    a transpose) of the buffer, several times cheaper than ``as_strided``, which serves the
+    rest (broadcasts, stepped slices)."""
+    layout = _permuted_dense(tuple(v.shape), tuple(v.strides))
+    if layout is None:
+        item = v.buf.itemsize
+        base = v.buf[v.offset:] if v.buf.size else v.buf
+        return as_strided(base, shape=v.shape, strides=tuple(s * item for s in v.strides),
+                          writeable=False)
+    n = numel(v.shape)
+    buf = v.buf if v.offset == 0 and v.buf.size == n else v.buf[v.offset:v.offset + n]
+    dense_shape, axes = layout
+    return buf.reshape(dense_shape) if axes is None else buf.reshape(dense_shape).transpose(axes)
+
+
+@functools.lru_cache(maxsize=4096)
+def _permuted_dense(shape: tuple, strides: tuple):
+    """``(dense_shape, axes)`` when the layout is a dense row-major block of ``dense_shape``
+    with its dims permuted by ``axes`` (None: not permuted), else None. Cached per layout."""
+    order = sorted(range(len(shape)), key=lambda d: (shape[d] == 1, -strides[d]))
+    dense_shape = tuple(shape[d] for d in order)
+    if not is_contiguous(dense_shape, tuple(strides[d] for d in order)):
+        return None
+    axes = tuple(order.index(d) for d in range(len(shape)))
+    return dense_shape, (None if axes == tuple(range(len(shape))) else axes)
 
 
 def flat(a, dtype=None) -> np.ndarray:
