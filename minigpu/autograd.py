@@ -32,9 +32,8 @@ has returned. Empty by default, which costs one check per call."""
 
 
 def _observed(phase, node, method, *args, **kwargs):
-    """``method(node, *args, **kwargs)``, announced to every observer."""
-    if not observers:
-        return method(node, *args, **kwargs)
+    """``method(node, *args, **kwargs)``, announced to every observer (the callers check that
+    there is one first: without observers, the method is called directly)."""
     ends = [observe(phase, node, args) for observe in list(observers)]
     try:
         return method(node, *args, **kwargs)
@@ -333,7 +332,10 @@ def backward(tensor, gradient=None, retain_graph=False):
                              else g for g, meta in zip(grads_out, node.output_meta)]
             if node._output_hooks or node._retained:
                 _output_hooks(node, grads_out)
-            grads_in = _observed("backward", node, type(node).backward, *grads_out)
+            if observers:
+                grads_in = _observed("backward", node, type(node).backward, *grads_out)
+            else:
+                grads_in = type(node).backward(node, *grads_out)
             if not isinstance(grads_in, tuple):
                 grads_in = (grads_in,)
             if len(grads_in) != len(node.inputs):
@@ -341,7 +343,7 @@ def backward(tensor, gradient=None, retain_graph=False):
             for i, (inp, edge, g) in enumerate(zip(node.inputs, node.next_functions, grads_in)):
                 if edge is None or g is None:
                     continue
-                if tuple(g.shape) != tuple(inp.shape):
+                if g.shape != inp.shape:
                     raise RuntimeError(f"Function {node.name()} returned an invalid gradient at "
                                        f"index {i} - got {list(g.shape)} but expected shape "
                                        f"compatible with {list(inp.shape)}")
