@@ -92,6 +92,7 @@ class Function:
 
     _saved = ()
     _saved_meta = ()
+    needs_input_grad = ()  # set by apply before forward runs
     _dirty = ()
     non_differentiable = ()
     _output_hooks = None  # {output index: {handle id: hook}}, from Tensor.register_hook
@@ -105,8 +106,11 @@ class Function:
 
     def save_for_backward(self, *tensors):
         """Keep tensors for backward; each remembers its version, and ``saved_tensors`` raises
-        PyTorch's error if an in-place operation has changed it since."""
+        PyTorch's error if an in-place operation has changed it since. (When no input needs a
+        gradient, this call is not recorded and no backward will read them: no versions.)"""
         self._saved = tensors
+        if True not in self.needs_input_grad:
+            return
         self._saved_meta = [(t._version_counter, t._version_counter[0], t.grad_fn,
                              t._output_index) if hasattr(t, "_version_counter") else None
                             for t in tensors]

@@ -102,8 +102,10 @@ class Tensor(TensorMethods):
 
     def __init__(self, buf, shape, strides, offset, device, requires_grad=False):
         self._buf = buf
-        self.shape = shape if type(shape) is Size else Size(map(int, shape))  # Size holds ints
-        self._strides = tuple(map(int, strides))
+        # Ops pass a Size (or a tuple) of ints and a Device: kept as they are (one type check
+        # each); anything else is converted.
+        self.shape = shape if type(shape) is Size else Size(map(int, shape))
+        self._strides = strides if type(strides) is tuple else tuple(map(int, strides))
         self._offset = int(offset)
         self.device = device if type(device) is Device else Device(device)
         self.dtype = np.dtype(buf.dtype)

@@ -34,9 +34,8 @@ class Unary(Function):
     def forward(self, x, alpha=0.0, beta=0.0):
         self.alpha, self.beta = alpha, beta
         y = new(x.backend.unary(self.entry.name, x._view(), alpha, beta), x.shape, x)
-        if self.needs_input_grad[0]:  # otherwise no backward will read them
-            saves = self.entry.saves
-            self.save_for_backward(x if "x" in saves else None, y if "y" in saves else None)
+        saves = self.entry.saves
+        self.save_for_backward(x if "x" in saves else None, y if "y" in saves else None)
         return y
 
     def backward(self, g):
@@ -73,7 +72,7 @@ class Binary(Function):
     def forward(self, a, b):
         shape, va, vb = broadcast_views(a, b)
         self.shapes = a.shape, b.shape
-        if self.entry.saves and True in self.needs_input_grad:
+        if self.entry.saves:
             self.save_for_backward(a, b)
         return new(a.backend.binary(self.entry.name, va, vb), shape, a)
 

@@ -6,6 +6,7 @@ non-contiguous tensor copy through the backend.
 """
 from __future__ import annotations
 
+import functools
 import numbers
 
 import numpy as np
@@ -18,7 +19,7 @@ from .common import check_same_device
 
 def normalize_dim(dim, ndim):
     """A non-negative dim index, with PyTorch's error for out-of-range values."""
-    if not isinstance(dim, (numbers.Integral, np.integer)):
+    if type(dim) is not int and not isinstance(dim, (numbers.Integral, np.integer)):
         raise TypeError(f"dim must be an int, got {type(dim).__name__}")
     lo, hi = (-ndim, ndim - 1) if ndim else (-1, 0)
     if not lo <= dim <= hi:
@@ -40,6 +41,13 @@ def normalize_dims(dims, ndim):
 
 
 def broadcast_shapes(*shapes):
+    """The shape that ``shapes`` broadcast to (PyTorch's error if they cannot)."""
+    return _broadcast_shapes(tuple(map(tuple, shapes)))
+
+
+@functools.lru_cache(maxsize=1024)
+def _broadcast_shapes(shapes):
+    """``broadcast_shapes``, cached: the same shapes meet at every training step."""
     ndim = max(len(s) for s in shapes)
     padded = [(1,) * (ndim - len(s)) + tuple(s) for s in shapes]
     out = []
