@@ -326,7 +326,7 @@ def backward(tensor, gradient=None, retain_graph=False):
         leaves = {}  # id -> [leaf, summed gradient]: accumulated once, after the walk
         for node in _topological_order(root):
             grads_out = pending.pop(id(node), None)
-            if grads_out is None or all(g is None for g in grads_out):
+            if grads_out is None:  # no gradient reached this node (a node in pending has one)
                 continue
             if getattr(node, "inputs", None) is None:
                 raise RuntimeError("Trying to backward through the graph a second time; "
