@@ -36,3 +36,23 @@ def test_counted_launches_run_nothing_and_timed_ones_run():
     assert timed.count == 1 and timed.seconds > 0
     np.testing.assert_array_equal(c.cpu().numpy(), [2, 2, 2])
     assert b.shape == (3,)
+
+
+def test_configured_launchers_are_cached_per_kernel_grid_block_and_stream():
+    """On a GPU ``blocks.configured`` reuses numba-cuda's launch configuration; checked here on
+    the cached helper with a stand-in kernel (the simulator configures at every launch)."""
+    from minigpu.backends.cuda import blocks
+
+    class Kernel:
+        def __init__(self):
+            self.configurations = 0
+
+        def __getitem__(self, config):
+            self.configurations += 1
+            return ("configured", config)
+
+    k, stream = Kernel(), object()
+    first = blocks._configured(k, 2, 32, stream)
+    assert blocks._configured(k, 2, 32, stream) is first and k.configurations == 1
+    assert blocks._configured(k, 4, 32, stream) == ("configured", (4, 32, stream))
+    assert k.configurations == 2
