@@ -5,16 +5,32 @@ kernels. That layer is shared by both devices, so it is measured here on the cpu
 4x4 tensors, where the NumPy work is negligible. PyTorch runs on one CPU thread when it is
 importable; the geometric mean of the ratios is the number issue-style goals are stated in.
 
-    python benchmarks/host_overhead.py [--repeat 2000] [--json PATH]
+The same workloads then run on ``device="cuda"``, with the kernel launch timed apart:
+
+- host us: the host work of one call up to its kernel launches (Tensor, autograd, dispatch,
+  allocation, launch geometry, argument preparation, ``kernel[grid, block, stream]``). Under
+  the CUDA simulator every launch is replaced by a counter that runs nothing, so this is the
+  whole time of a call. On a GPU the launches run, and the time spent inside them is
+  subtracted.
+- launches: kernel launches per call.
+- us/launch: time inside one launch call. On a GPU, numba-cuda's host cost of a launch (type
+  dispatch, argument marshalling, cuLaunchKernel); under the simulator, the time to run the
+  kernel's threads in Python, which says nothing about a GPU (printed for completeness).
+
+    python benchmarks/host_overhead.py [--repeat 2000] [--json PATH] [--no-cuda]
 """
 import argparse
+import contextlib
 import json
 import math
 import time
 
 import numpy as np
+from numba import cuda
 
 import minigpu as mg
+
+SIMULATOR = bool(cuda.config.ENABLE_CUDASIM)
 
 try:
     import torch
@@ -34,20 +50,24 @@ def per_call_us(fn, repeat):
     return sorted(rounds)[2]
 
 
-def workloads(lib):
+def workloads(lib, device="cpu"):
     """The four workloads, each a zero-argument callable, written once for both libraries."""
     nn = lib.nn
     rng = np.random.default_rng(0)
-    a = lib.tensor(rng.standard_normal((4, 4)).astype(np.float32))
-    b = lib.tensor(rng.standard_normal((4, 4)).astype(np.float32))
-    ga = lib.tensor(rng.standard_normal((4, 4)).astype(np.float32), requires_grad=True)
-    gb = lib.tensor(rng.standard_normal((4, 4)).astype(np.float32), requires_grad=True)
+
+    def data(*shape, requires_grad=False):
+        values = rng.standard_normal(shape).astype(np.float32)
+        return lib.tensor(values, device=device, requires_grad=requires_grad)
+
+    a, b = data(4, 4), data(4, 4)
+    ga, gb = data(4, 4, requires_grad=True), data(4, 4, requires_grad=True)
     lib.manual_seed(0)
-    linear = nn.Linear(8, 8)
-    x8 = lib.tensor(rng.standard_normal((4, 8)).astype(np.float32))
-    mlp = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 1))
+    linear = nn.Linear(8, 8).to(device)
+    x8 = data(4, 8)
+    mlp = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 16), nn.ReLU(),
+                        nn.Linear(16, 1)).to(device)
     adam = lib.optim.Adam(mlp.parameters(), lr=1e-3)
-    target = lib.tensor(rng.standard_normal((4, 1)).astype(np.float32))
+    target = data(4, 1)
     mse = nn.MSELoss()
 
     def add():
@@ -73,18 +93,77 @@ def workloads(lib):
     }
 
 
-def main():
+class Launches:
+    """Counts kernel launches and the time spent inside them (see ``launches``)."""
+
+    def __init__(self):
+        self.count, self.seconds = 0, 0.0
+
+
+@contextlib.contextmanager
+def launches(run=True):
+    """Instrument the kernel launch: the call that starts a configured kernel, numba-cuda's
+    ``_LaunchConfiguration.__call__`` on a GPU, the simulator's ``FakeCUDAKernel.__call__``
+    (which runs the kernel's threads). Yields a :class:`Launches`; ``run=False`` counts the
+    launches without running them (the simulator's stand-in for an asynchronous launch)."""
+    if SIMULATOR:
+        from numba.cuda.simulator.kernel import FakeCUDAKernel as launcher
+    else:
+        from numba.cuda.dispatcher import _LaunchConfiguration as launcher
+    original = launcher.__call__
+    stats = Launches()
+
+    def call(self, *args):
+        if getattr(self, "_device", False):  # a simulated device function, not a launch
+            return original(self, *args)
+        stats.count += 1
+        if not run:
+            return None
+        start = time.perf_counter()
+        try:
+            return original(self, *args)
+        finally:
+            stats.seconds += time.perf_counter() - start
+
+    launcher.__call__ = call
+    try:
+        yield stats
+    finally:
+        launcher.__call__ = original
+
+
+def cuda_rows(repeat):
+    """The cuda table: host us, launches and us/launch per workload (see the module doc)."""
+    rows = []
+    for name, fn in workloads(mg, "cuda").items():
+        fn()  # compile (GPU) and allocate outside the timing
+        with launches(run=not SIMULATOR) as inside:
+            total = per_call_us(fn, repeat)
+        calls = 5 * repeat + 1  # what per_call_us ran
+        timed = inside
+        if SIMULATOR:  # the launch time: one call with its launches run
+            with launches(run=True) as timed:
+                fn()
+        rows.append({"workload": name,
+                     "host_us": total - inside.seconds * 1e6 / calls,
+                     "launches": inside.count / calls,
+                     "us_per_launch": timed.seconds * 1e6 / max(timed.count, 1)})
+    return rows
+
+
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=2000, help="calls per timing round")
     parser.add_argument("--json", help="also write the rows to this JSON file")
-    args = parser.parse_args()
+    parser.add_argument("--no-cuda", action="store_true", help="skip the cuda-device table")
+    args = parser.parse_args(argv)
 
     ours = workloads(mg)
     if torch is not None:
         torch.set_num_threads(1)
         theirs = workloads(torch)
     rows = []
-    print(f"{'workload':42s} {'minigpu':>10s} {'torch':>10s} {'ratio':>7s}")
+    print(f"{'cpu device':42s} {'minigpu':>10s} {'torch':>10s} {'ratio':>7s}")
     for name, fn in ours.items():
         row = {"workload": name, "minigpu_us": per_call_us(fn, args.repeat)}
         if torch is not None:
@@ -94,14 +173,29 @@ def main():
         ref = (f"{row['torch_us']:8.1f}us {row['ratio']:6.1f}x" if torch is not None
                else f"{'-':>10s} {'-':>7s}")
         print(f"{name:42s} {row['minigpu_us']:8.1f}us {ref}")
+    result = {"cpu": rows}
     if torch is not None:
         geo = math.exp(sum(math.log(r["ratio"]) for r in rows) / len(rows))
+        result["geomean_ratio"] = geo
         print(f"geometric mean of the ratios: {geo:.2f}x (torch {torch.__version__}, 1 thread)")
     else:
         print("torch is not importable: no reference ratios")
+
+    if not args.no_cuda and mg.cuda.is_available():
+        where = "simulator: launches counted, not run" if SIMULATOR else "GPU"
+        print(f"\n{'cuda device (' + where + ')':42s} {'host':>10s} {'launches':>9s} "
+              f"{'us/launch':>10s}")
+        result["cuda"] = cuda_rows(max(args.repeat // 4, 1))
+        result["cuda_simulator"] = bool(SIMULATOR)
+        for row in result["cuda"]:
+            print(f"{row['workload']:42s} {row['host_us']:8.1f}us {row['launches']:9.0f} "
+                  f"{row['us_per_launch']:8.0f}us")
+        if SIMULATOR:
+            print("host: the host work up to each launch; us/launch: the simulator running the "
+                  "kernel's threads, not a GPU's launch cost (numba-cuda's is 5-14 us)")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
+            json.dump(result, f, indent=1)
 
 
 if __name__ == "__main__":

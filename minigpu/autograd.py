@@ -19,6 +19,10 @@ import numpy as np
 
 _state = threading.local()
 
+Tensor = None
+"""The Tensor class, set by ``tensor.py`` once it exists (``tensor.py`` imports this module, so
+this one cannot import it; hot functions read this global instead of importing)."""
+
 observers = []
 """Hooks for tools such as ``minigpu.profiler``. Each observer is called as
 ``observer(phase, node, args)`` — ``phase`` is ``"forward"`` or ``"backward"``, ``node`` the
@@ -28,9 +32,8 @@ has returned. Empty by default, which costs one check per call."""
 
 
 def _observed(phase, node, method, *args, **kwargs):
-    """``method(node, *args, **kwargs)``, announced to every observer."""
-    if not observers:
-        return method(node, *args, **kwargs)
+    """``method(node, *args, **kwargs)``, announced to every observer (the callers check that
+    there is one first: without observers, the method is called directly)."""
     ends = [observe(phase, node, args) for observe in list(observers)]
     try:
         return method(node, *args, **kwargs)
@@ -89,6 +92,7 @@ class Function:
 
     _saved = ()
     _saved_meta = ()
+    needs_input_grad = ()  # set by apply before forward runs
     _dirty = ()
     non_differentiable = ()
     _output_hooks = None  # {output index: {handle id: hook}}, from Tensor.register_hook
@@ -102,8 +106,11 @@ class Function:
 
     def save_for_backward(self, *tensors):
         """Keep tensors for backward; each remembers its version, and ``saved_tensors`` raises
-        PyTorch's error if an in-place operation has changed it since."""
+        PyTorch's error if an in-place operation has changed it since. (When no input needs a
+        gradient, this call is not recorded and no backward will read them: no versions.)"""
         self._saved = tensors
+        if True not in self.needs_input_grad:
+            return
         self._saved_meta = [(t._version_counter, t._version_counter[0], t.grad_fn,
                              t._output_index) if hasattr(t, "_version_counter") else None
                             for t in tensors]
@@ -138,31 +145,34 @@ class Function:
 
     @classmethod
     def apply(cls, *args, **kwargs):
-        from .tensor import Tensor
-
         ctx = cls()
-        if getattr(_state, "enabled", True):
-            needs = ctx.needs_input_grad = tuple(
-                isinstance(a, Tensor) and a.requires_grad for a in args)
-            _state.enabled = False
-            try:
-                outputs = _observed("forward", ctx, cls.forward, *args, **kwargs)
-            finally:
-                _state.enabled = True
+        recording = getattr(_state, "enabled", True)
+        if recording:
+            needs = tuple([isinstance(a, Tensor) and a.requires_grad for a in args])
         else:  # as in PyTorch, nothing needs a gradient while recording is off
-            needs = ctx.needs_input_grad = (False,) * len(args)
-            outputs = _observed("forward", ctx, cls.forward, *args, **kwargs)
+            needs = (False,) * len(args)
+        ctx.needs_input_grad = needs
+        if recording:
+            _state.enabled = False
+        try:
+            if observers:
+                outputs = _observed("forward", ctx, cls.forward, *args, **kwargs)
+            else:
+                outputs = cls.forward(ctx, *args, **kwargs)
+        finally:
+            if recording:
+                _state.enabled = True
         if ctx._dirty:
             _check_dirty(ctx, args)
-        if True not in needs:
+        if True not in needs:  # no input needs a gradient: no node to record (the fast path)
             return outputs
         # The graph edges are fixed now: an input later modified in place (and given a new
         # grad_fn) does not change what this node feeds its gradients to.
         ctx.inputs = args
-        ctx.next_functions = tuple(
+        ctx.next_functions = tuple([
             None if not n else (a.grad_fn, a._output_index) if a._base is None
             or a._fn_version == a._version_counter[0] else a._refresh_view()
-            for a, n in zip(args, needs))
+            for a, n in zip(args, needs)])
         single = not isinstance(outputs, tuple)
         results = (outputs,) if single else outputs
         ctx.num_outputs = len(results)
@@ -294,8 +304,6 @@ def _topological_order(root_fn):
 
 def backward(tensor, gradient=None, retain_graph=False):
     """Backpropagate from ``tensor``; see :meth:`Tensor.backward`."""
-    from .tensor import Tensor
-
     if not tensor.requires_grad:
         raise RuntimeError("element 0 of tensors does not require grad and does not have a grad_fn")
     if gradient is None:
@@ -318,7 +326,7 @@ def backward(tensor, gradient=None, retain_graph=False):
         leaves = {}  # id -> [leaf, summed gradient]: accumulated once, after the walk
         for node in _topological_order(root):
             grads_out = pending.pop(id(node), None)
-            if grads_out is None or all(g is None for g in grads_out):
+            if grads_out is None:  # no gradient reached this node (a node in pending has one)
                 continue
             if getattr(node, "inputs", None) is None:
                 raise RuntimeError("Trying to backward through the graph a second time; "
@@ -328,7 +336,10 @@ def backward(tensor, gradient=None, retain_graph=False):
                              else g for g, meta in zip(grads_out, node.output_meta)]
             if node._output_hooks or node._retained:
                 _output_hooks(node, grads_out)
-            grads_in = _observed("backward", node, type(node).backward, *grads_out)
+            if observers:
+                grads_in = _observed("backward", node, type(node).backward, *grads_out)
+            else:
+                grads_in = type(node).backward(node, *grads_out)
             if not isinstance(grads_in, tuple):
                 grads_in = (grads_in,)
             if len(grads_in) != len(node.inputs):
@@ -336,7 +347,7 @@ def backward(tensor, gradient=None, retain_graph=False):
             for i, (inp, edge, g) in enumerate(zip(node.inputs, node.next_functions, grads_in)):
                 if edge is None or g is None:
                     continue
-                if tuple(g.shape) != tuple(inp.shape):
+                if g.shape != inp.shape:
                     raise RuntimeError(f"Function {node.name()} returned an invalid gradient at "
                                        f"index {i} - got {list(g.shape)} but expected shape "
                                        f"compatible with {list(inp.shape)}")
@@ -385,7 +396,6 @@ def _output_hooks(node, grads_out):
 def _owned(grad):
     """A dense copy: a gradient handed to ``.grad`` must not share a buffer that another
     tensor's ``.grad`` (or the graph) also holds, since ``.grad`` may now be changed in place."""
-    from .tensor import Tensor
     return Tensor._dense(grad.backend.contiguous(grad._view()), grad.shape, grad.device)
 
 
@@ -405,8 +415,6 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0):
     every element of every input that requires grad. Returns True or raises AssertionError
     naming the input and the element that disagree.
     """
-    from .tensor import Tensor
-
     rng = np.random.default_rng(seed)
     hosts = [t.detach().cpu().numpy().astype(np.float64) if isinstance(t, Tensor) else t
              for t in inputs]

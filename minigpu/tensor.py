@@ -49,6 +49,8 @@ class Device:
         self.type = kind
 
     def __eq__(self, other):
+        if type(other) is Device:  # the common case, without parsing a device string
+            return self.type == other.type
         try:
             return self.type == Device(other).type
         except (RuntimeError, TypeError):
@@ -87,29 +89,34 @@ class Tensor(TensorMethods):
     """An n-dimensional array on ``cpu`` or ``cuda`` that can record gradients."""
 
     __array_priority__ = 1000  # numpy scalars defer to Tensor operators
+    # What a new tensor starts with. Class attributes, so that creating a tensor (once per
+    # op) sets only what differs; assigning one on an instance shadows the default.
+    grad = None
+    grad_fn = None
+    requires_grad = False
+    _output_index = 0  # which output of grad_fn this tensor is
+    _retains_grad = False
     _base = None  # the tensor whose buffer a view looks into (None: not a view)
     _grad_hooks = None  # {handle id: hook} of a leaf, from register_hook
     _fn_version = 0  # the version at which grad_fn was set (a view's goes stale after writes)
 
     def __init__(self, buf, shape, strides, offset, device, requires_grad=False):
         self._buf = buf
-        self.shape = Size(int(s) for s in shape)
-        self._strides = tuple(int(s) for s in strides)
+        # Ops pass a Size (or a tuple) of ints and a Device: kept as they are (one type check
+        # each); anything else is converted.
+        self.shape = shape if type(shape) is Size else Size(map(int, shape))
+        self._strides = strides if type(strides) is tuple else tuple(map(int, strides))
         self._offset = int(offset)
-        self.device = Device(device)
+        self.device = device if type(device) is Device else Device(device)
         self.dtype = np.dtype(buf.dtype)
-        self.grad = None
-        self.grad_fn = None
-        self._output_index = 0
-        self._retains_grad = False
         self._version_counter = [0]  # shared with every view of the same buffer
-        self.requires_grad = False
         if requires_grad:
             self.requires_grad_(True)
 
     # --- construction helpers used by ops and factories ----------------------------------
     @classmethod
     def _dense(cls, buf, shape, device):
+        """A dense tensor of ``shape`` on ``buf`` (what every primitive returns)."""
         return cls(buf, shape, contiguous_strides(shape), 0, device)
 
     @classmethod
@@ -138,6 +145,7 @@ class Tensor(TensorMethods):
 
     @property
     def backend(self):
+        """The backend module of this tensor's device (``backends.cpu`` or ``backends.cuda``)."""
         return backends.get(self.device.type)
 
     def _view(self) -> View:
@@ -154,8 +162,7 @@ class Tensor(TensorMethods):
     def size(self, dim=None):
         if dim is None:
             return self.shape
-        from .ops.shape import normalize_dim
-        return self.shape[normalize_dim(dim, self.ndim)]
+        return self.shape[ops.shape.normalize_dim(dim, self.ndim)]
 
     def numel(self):
         return numel(self.shape)
@@ -262,12 +269,11 @@ class Tensor(TensorMethods):
                 device = a
             else:
                 dtype = a
-        from .ops import elementwise, shape
         out = self
         if dtype is not None and _check_dtype(dtype) != self.dtype:
-            out = elementwise.Cast.apply(out, _check_dtype(dtype))
+            out = ops.elementwise.Cast.apply(out, _check_dtype(dtype))
         if device is not None and Device(device) != self.device:
-            out = shape.ToDevice.apply(out, Device(device))
+            out = ops.shape.ToDevice.apply(out, Device(device))
         return out
 
     def cuda(self):
@@ -364,37 +370,37 @@ class Tensor(TensorMethods):
 
     # --- arithmetic: forwarded to ops --------------------------------------------------------
     def __add__(self, other):
-        return _ops().add(self, other)
+        return ops.add(self, other)
 
     def __radd__(self, other):
-        return _ops().add(self, other)
+        return ops.add(self, other)
 
     def __sub__(self, other):
-        return _ops().sub(self, other)
+        return ops.sub(self, other)
 
     def __rsub__(self, other):
-        return _ops().rsub(self, other)
+        return ops.rsub(self, other)
 
     def __mul__(self, other):
-        return _ops().mul(self, other)
+        return ops.mul(self, other)
 
     def __rmul__(self, other):
-        return _ops().mul(self, other)
+        return ops.mul(self, other)
 
     def __truediv__(self, other):
-        return _ops().div(self, other)
+        return ops.div(self, other)
 
     def __rtruediv__(self, other):
-        return _ops().rdiv(self, other)
+        return ops.rdiv(self, other)
 
     def __pow__(self, other):
-        return _ops().pow(self, other)
+        return ops.pow(self, other)
 
     def __rpow__(self, other):
-        return _ops().rpow(self, other)
+        return ops.rpow(self, other)
 
     def __neg__(self):
-        return _ops().neg(self)
+        return ops.neg(self)
 
     def __floordiv__(self, other):
         return _ops().floor_divide(self, other)
@@ -409,41 +415,41 @@ class Tensor(TensorMethods):
         return _ops().remainder(other, self)
 
     def __matmul__(self, other):
-        return _ops().matmul(self, other)
+        return ops.matmul(self, other)
 
     @property
     def T(self):
         """The tensor with its dimensions reversed (a view, no copy)."""
-        return _ops().permute(self, *reversed(range(self.ndim)))
+        return ops.permute(self, *reversed(range(self.ndim)))
 
     @property
     def mT(self):
         """The last two dimensions swapped (a view, no copy)."""
-        return _ops().transpose(self, -2, -1)
+        return ops.transpose(self, -2, -1)
 
     def __rmatmul__(self, other):
-        return _ops().matmul(other, self)
+        return ops.matmul(other, self)
 
     def __gt__(self, other):
-        return _ops().compare("gt", self, other)
+        return ops.compare("gt", self, other)
 
     def __ge__(self, other):
-        return _ops().compare("ge", self, other)
+        return ops.compare("ge", self, other)
 
     def __lt__(self, other):
-        return _ops().compare("lt", self, other)
+        return ops.compare("lt", self, other)
 
     def __le__(self, other):
-        return _ops().compare("le", self, other)
+        return ops.compare("le", self, other)
 
     def __eq__(self, other):
-        return _ops().compare("eq", self, other)
+        return ops.compare("eq", self, other)
 
     def __ne__(self, other):
-        return _ops().compare("ne", self, other)
+        return ops.compare("ne", self, other)
 
     def __getitem__(self, index):
-        return _ops().getitem(self, index)
+        return ops.getitem(self, index)
 
     # --- in-place ops (minigpu/ops/inplace.py): write through the view, bump _version ------
     @property
@@ -454,73 +460,75 @@ class Tensor(TensorMethods):
     def _refresh_view(self):
         """(grad_fn, output index) of a view whose base was written in place since its
         grad_fn was set: the view is re-derived from the base's current node."""
-        return _ops().refresh_view(self)
+        return ops.refresh_view(self)
 
     def __setitem__(self, index, value):
-        _ops().setitem_(self, index, value)
+        ops.setitem_(self, index, value)
 
     def add_(self, other, alpha=1):
-        return _ops().add_(self, other, alpha)
+        return ops.add_(self, other, alpha)
 
     def sub_(self, other, alpha=1):
-        return _ops().sub_(self, other, alpha)
+        return ops.sub_(self, other, alpha)
 
     def mul_(self, other):
-        return _ops().mul_(self, other)
+        return ops.mul_(self, other)
 
     def div_(self, other):
-        return _ops().div_(self, other)
+        return ops.div_(self, other)
 
     def pow_(self, exponent):
-        return _ops().pow_(self, exponent)
+        return ops.pow_(self, exponent)
 
     def clamp_(self, min=None, max=None):
-        return _ops().clamp_(self, min, max)
+        return ops.clamp_(self, min, max)
 
     clip_ = clamp_
 
     def masked_fill_(self, mask, value):
-        return _ops().masked_fill_(self, mask, value)
+        return ops.masked_fill_(self, mask, value)
 
     def fill_(self, value):
-        return _ops().fill_(self, value)
+        return ops.fill_(self, value)
 
     def zero_(self):
-        return _ops().zero_(self)
+        return ops.zero_(self)
 
     def copy_(self, src, non_blocking=False):
         """Copy src into self (any dtype, any device; ``non_blocking`` is accepted: device work
         is queued on the current stream anyway)."""
-        return _ops().copy_(self, src)
+        return ops.copy_(self, src)
 
     def uniform_(self, a=0.0, b=1.0, generator=None):
-        return _ops().uniform_(self, a, b, generator)
+        return ops.uniform_(self, a, b, generator)
 
     def normal_(self, mean=0.0, std=1.0, generator=None):
-        return _ops().normal_(self, mean, std, generator)
+        return ops.normal_(self, mean, std, generator)
 
     def __iadd__(self, other):
-        return _ops().add_(self, other)
+        return ops.add_(self, other)
 
     def __isub__(self, other):
-        return _ops().sub_(self, other)
+        return ops.sub_(self, other)
 
     def __imul__(self, other):
-        return _ops().mul_(self, other)
+        return ops.mul_(self, other)
 
     def __itruediv__(self, other):
-        return _ops().div_(self, other)
+        return ops.div_(self, other)
 
     def __ipow__(self, other):
-        return _ops().pow_(self, other)
+        return ops.pow_(self, other)
     # --- end of in-place ops -----------------------------------------------------------------
-
-
-def _ops():
-    from . import ops
-    return ops
 
 
 def _interop():
     from . import interop
     return interop
+
+
+autograd.Tensor = Tensor  # what Function.apply checks its arguments against
+
+# The operators above call ``ops``, whose modules import Tensor from here: imported last, once
+# Tensor exists (a plain module attribute then, not an import per operator call).
+from . import ops  # noqa: E402

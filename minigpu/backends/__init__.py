@@ -14,13 +14,22 @@ NO_CUDA = ("device='cuda' needs an NVIDIA GPU and its driver, and found none on 
            "device='cpu' runs everywhere.")
 
 
+_LOADED = {}
+"""Backend modules already imported and checked: ``get`` is one dict read after the first call
+(every op asks for its tensors' backend)."""
+
+
 def get(device_type: str):
     """The backend module for ``"cpu"`` or ``"cuda"`` (cuda is imported on first use; without
     a GPU or the simulator, a clear error instead of Numba's driver message)."""
+    module = _LOADED.get(device_type)
+    if module is not None:
+        return module
     try:
         module = importlib.import_module(_BACKENDS[device_type])
     except KeyError:
         raise RuntimeError(f"unknown device type {device_type!r}; expected 'cpu' or 'cuda'") from None
     if device_type == "cuda" and not module.is_available():
         raise RuntimeError(NO_CUDA)
+    _LOADED[device_type] = module
     return module

@@ -18,6 +18,8 @@ primitive. Every name in :data:`PRIMITIVES` must exist in every backend module.
 """
 from __future__ import annotations
 
+import functools
+import math
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -50,14 +52,18 @@ class View(NamedTuple):
 
 
 def numel(shape) -> int:
-    n = 1
-    for s in shape:
-        n *= int(s)
-    return n
+    return int(math.prod(shape))
 
 
 def contiguous_strides(shape) -> tuple:
     """Row-major strides (in elements) of a dense array of ``shape``."""
+    return _row_major_strides(tuple(shape))
+
+
+@functools.lru_cache(maxsize=4096)
+def _row_major_strides(shape: tuple) -> tuple:
+    """``contiguous_strides``, cached: a training step asks for the same few shapes again and
+    again (every new tensor and every dense check)."""
     strides, step = [], 1
     for s in reversed(shape):
         strides.append(step)

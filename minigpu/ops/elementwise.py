@@ -11,6 +11,7 @@ Broadcasting never copies: both operands become stride-0 views of the output sha
 """
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 
@@ -18,9 +19,10 @@ import numpy as np
 
 from ..autograd import Function
 from ..backends import optable
+from ..backends.contract import View
 from ..tensor import Tensor, float32
 from .common import as_float, check_same_device, new, promote
-from .shape import broadcast_shapes, expand_view, sum_to
+from .shape import broadcast_shapes, expand_strides, expand_view, sum_to
 
 
 # --- the maps of the op table: one Function per differentiable op -------------------------
@@ -42,8 +44,21 @@ class Unary(Function):
 
 
 def broadcast_views(a: Tensor, b: Tensor):
-    shape = broadcast_shapes(a.shape, b.shape)
-    return shape, expand_view(a, shape), expand_view(b, shape)
+    """(output shape, view of a, view of b): both operands as views of the broadcast shape."""
+    if a.shape == b.shape:  # the common case: nothing to broadcast
+        return a.shape, a._view(), b._view()
+    shape, strides_a, strides_b = _broadcast_layout(a.shape, a._strides, b.shape, b._strides)
+    return (shape, View(a._buf, shape, strides_a, a._offset),
+            View(b._buf, shape, strides_b, b._offset))
+
+
+@functools.lru_cache(maxsize=1024)
+def _broadcast_layout(shape_a, strides_a, shape_b, strides_b):
+    """(shape, strides of a, strides of b) of two broadcast operands. Cached: a training step
+    broadcasts the same layouts (a bias over a batch, ...) at every step."""
+    shape = broadcast_shapes(shape_a, shape_b)
+    return (shape, expand_strides(shape_a, strides_a, shape),
+            expand_strides(shape_b, strides_b, shape))
 
 
 class Binary(Function):
@@ -134,11 +149,14 @@ class Where(Function):
 
 # --- user-facing functions ------------------------------------------------------------------
 def _is_scalar(x):
-    return isinstance(x, (numbers.Number, np.number, np.bool_)) and not isinstance(x, Tensor)
+    return not isinstance(x, Tensor) and isinstance(x, (numbers.Number, np.number, np.bool_))
 
 
 def tensor_operands(a, b):
     """Two tensors of one dtype on one device; a Python scalar becomes a 0-d tensor."""
+    if (isinstance(a, Tensor) and isinstance(b, Tensor) and a.dtype == b.dtype
+            and a.device.type == b.device.type):
+        return a, b  # the common case: nothing to convert, promote or check
     like = a if isinstance(a, Tensor) else b
     if not isinstance(a, Tensor):
         a = _scalar_tensor(a, like)

@@ -6,6 +6,8 @@ stride are made contiguous first.
 """
 from __future__ import annotations
 
+import functools
+
 from ..autograd import Function
 from ..backends.contract import View, contiguous_strides, numel
 from ..tensor import Tensor
@@ -15,14 +17,21 @@ from .shape import broadcast_shapes, expand_view, sum_to, unsqueeze, squeeze
 
 def _as_batched(v: View):
     """Merge the batch dims of a (*batch, R, C) view into one, copying only if impossible."""
-    batch, stride = numel(v.shape[:-2]), 0
-    dims = [(s, st) for s, st in zip(v.shape[:-2], v.strides[:-2]) if s != 1]
+    layout = _batched_layout(tuple(v.shape), tuple(v.strides))
+    return None if layout is None else View(v.buf, *layout, v.offset)
+
+
+@functools.lru_cache(maxsize=1024)
+def _batched_layout(shape, strides):
+    """(shape, strides) of ``_as_batched``'s 3-D view, or None; cached per layout."""
+    batch, stride = numel(shape[:-2]), 0
+    dims = [(s, st) for s, st in zip(shape[:-2], strides[:-2]) if s != 1]
     for (s0, st0), (s1, st1) in zip(dims, dims[1:]):
         if st0 != st1 * s1:
             break
     else:
         stride = dims[-1][1] if dims else 0
-        return View(v.buf, (batch,) + v.shape[-2:], (stride,) + v.strides[-2:], v.offset)
+        return (batch,) + shape[-2:], (stride,) + strides[-2:]
     return None
 
 

@@ -6,6 +6,7 @@ non-contiguous tensor copy through the backend.
 """
 from __future__ import annotations
 
+import functools
 import numbers
 
 import numpy as np
@@ -18,7 +19,7 @@ from .common import check_same_device
 
 def normalize_dim(dim, ndim):
     """A non-negative dim index, with PyTorch's error for out-of-range values."""
-    if not isinstance(dim, (numbers.Integral, np.integer)):
+    if type(dim) is not int and not isinstance(dim, (numbers.Integral, np.integer)):
         raise TypeError(f"dim must be an int, got {type(dim).__name__}")
     lo, hi = (-ndim, ndim - 1) if ndim else (-1, 0)
     if not lo <= dim <= hi:
@@ -40,6 +41,13 @@ def normalize_dims(dims, ndim):
 
 
 def broadcast_shapes(*shapes):
+    """The shape that ``shapes`` broadcast to (PyTorch's error if they cannot)."""
+    return _broadcast_shapes(tuple(map(tuple, shapes)))
+
+
+@functools.lru_cache(maxsize=1024)
+def _broadcast_shapes(shapes):
+    """``broadcast_shapes``, cached: the same shapes meet at every training step."""
     ndim = max(len(s) for s in shapes)
     padded = [(1,) * (ndim - len(s)) + tuple(s) for s in shapes]
     out = []
@@ -56,18 +64,24 @@ def broadcast_shapes(*shapes):
 def expand_view(t: Tensor, shape) -> View:
     """A stride-0 view of ``t`` broadcast to ``shape`` (no copy)."""
     shape = tuple(shape)
-    lead = len(shape) - t.ndim
-    strides = [0] * lead
-    for size, stride, target in zip(t.shape, t._strides, shape[lead:]):
-        if size == target:
-            strides.append(stride)
+    return View(t._buf, shape, expand_strides(t.shape, t._strides, shape), t._offset)
+
+
+def expand_strides(shape, strides, target) -> tuple:
+    """The strides of a (shape, strides) layout broadcast to ``target``: 0 along the new
+    leading dims and the size-1 dims that grow."""
+    lead = len(target) - len(shape)
+    out = [0] * lead
+    for size, stride, n in zip(shape, strides, target[lead:]):
+        if size == n:
+            out.append(stride)
         elif size == 1:
-            strides.append(0)
+            out.append(0)
         else:
-            raise RuntimeError(f"The expanded size of the tensor ({target}) must match the "
+            raise RuntimeError(f"The expanded size of the tensor ({n}) must match the "
                                f"existing size ({size}) at non-singleton dimension. Target "
-                               f"sizes: {list(shape)}.  Tensor sizes: {list(t.shape)}")
-    return View(t._buf, shape, tuple(strides), t._offset)
+                               f"sizes: {list(target)}.  Tensor sizes: {list(shape)}")
+    return tuple(out)
 
 
 def sum_to(g: Tensor, shape) -> Tensor:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from ..autograd import no_grad
 from ..creation import tensor, zeros
+from .common import next_step
 from .optimizer import Optimizer
 
 
@@ -62,8 +63,7 @@ class Adam(Optimizer):
                         state["step"] = tensor(0.0)
                         state["exp_avg"] = zeros(*p.shape, dtype=p.dtype, device=p.device)
                         state["exp_avg_sq"] = zeros(*p.shape, dtype=p.dtype, device=p.device)
-                    step = int(state["step"].item()) + 1
-                    state["step"] = tensor(float(step))
+                    step = next_step(state)
                     p.backend.adam_step_(self._flat(p, "parameter"), grad,
                                          self._flat(state["exp_avg"], "exp_avg"),
                                          self._flat(state["exp_avg_sq"], "exp_avg_sq"),

@@ -3,9 +3,13 @@ counter, and the step loop that hands each parameter with a gradient to one fuse
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ..autograd import no_grad
-from ..creation import tensor
+from ..tensor import Device, Tensor
 from .optimizer import Optimizer
+
+HOST = Device("cpu")
 
 
 def check_hyperparameters(**values):
@@ -18,9 +22,14 @@ def check_hyperparameters(**values):
 
 def next_step(state) -> int:
     """Advance the step counter ``state['step']`` (a 0-d float32 tensor on the host, as in
-    PyTorch's default non-capturable optimizers) and return it as an int."""
-    step = int(state["step"].item()) + 1
-    state["step"] = tensor(float(step))
+    PyTorch's default non-capturable optimizers) and return it as an int.
+
+    The counter is replaced, not changed in place, so a ``state_dict()`` taken earlier keeps
+    its count. It is read and made directly on its host buffer (the element of a 0-d tensor
+    is ``buf[offset]``): a counter needs no op dispatch."""
+    counter = state["step"]
+    step = int(counter._buf[counter._offset]) + 1
+    state["step"] = Tensor._dense(np.array([step], dtype=np.float32), (), HOST)
     return step
 
 

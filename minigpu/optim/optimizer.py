@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ..autograd import no_grad
+from ..backends.contract import contiguous_strides
 from ..tensor import Tensor
 
 
@@ -18,6 +19,12 @@ def _dense_copy(t: Tensor) -> Tensor:
     out = Tensor._dense(t.backend.empty(t.numel(), t.dtype), t.shape, t.device)
     t.backend.assign_(out._view(), t._view())
     return out
+
+
+def _owns_dense_buffer(t: Tensor) -> bool:
+    """True when t is its whole buffer, in row-major order (what the fused steps update)."""
+    return (t._offset == 0 and t._buf.size == t.numel()
+            and (t._strides == contiguous_strides(t.shape) or t.is_contiguous()))
 
 
 class _RequiredParameter:
@@ -99,7 +106,7 @@ class Optimizer:
         """The flat buffer of a dense tensor (what the fused primitives update in place). A
         tensor to be ``written`` gets a new version, so that a graph which saved it before the
         step refuses to backward, as in PyTorch."""
-        if not t.is_contiguous() or t._offset != 0 or t._buf.size != t.numel():
+        if not _owns_dense_buffer(t):
             raise RuntimeError(f"optimizer: the {what} must be a dense tensor that owns its "
                                f"buffer (got shape {tuple(t.shape)}, strides {t._strides}, "
                                f"offset {t._offset})")
@@ -108,16 +115,16 @@ class Optimizer:
         return t._buf
 
     def _grad_buffer(self, p, maximize=False):
+        """The flat buffer of ``p.grad`` (step() runs under no_grad)."""
         g = p.grad
-        if g.device != p.device or g.dtype != p.dtype or tuple(g.shape) != tuple(p.shape):
+        if g.device != p.device or g.dtype != p.dtype or g.shape != p.shape:
             raise RuntimeError(f"optimizer: gradient of shape {tuple(g.shape)} ({g.dtype}, "
                                f"{g.device}) does not match its parameter {tuple(p.shape)} "
                                f"({p.dtype}, {p.device})")
-        with no_grad():
-            if maximize:
-                g = -g  # a new dense tensor
-            elif not (g.is_contiguous() and g._offset == 0 and g._buf.size == g.numel()):
-                g = _dense_copy(g)
+        if maximize:
+            g = -g  # a new dense tensor
+        elif not _owns_dense_buffer(g):
+            g = _dense_copy(g)
         return self._flat(g, "gradient", written=False)
 
     # --- state_dict --------------------------------------------------------------------------

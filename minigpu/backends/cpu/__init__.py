@@ -1,9 +1,9 @@
 """The NumPy backend: the reference semantics of every primitive in ``contract.py``.
 
 One family per file, as in the cuda backend; this module only gathers the public primitives.
-Each function turns its :class:`View` arguments into NumPy views (``memory.array``:
-``as_strided`` over the flat buffer, no copy), does the math with NumPy, and returns a new flat
-buffer.
+Each function turns its :class:`View` arguments into NumPy views (``memory.array``: NumPy's
+array constructor over the flat buffer with the view's strides, no copy), does the math with
+NumPy, and returns a new flat buffer.
 """
 from .memory import (array, assign_, cast, contiguous, empty, from_numpy, full,  # noqa: F401
                      synchronize, to_numpy)

@@ -47,7 +47,24 @@ def launch(kernel, n, *args):
     """Launch a 1-D grid-stride ``kernel`` over ``n`` elements on the current stream
     (``device.launch_1d`` picks the grid and block)."""
     grid, block = launch_1d(n)
-    kernel[grid, block, current_stream()](*args)
+    configured(kernel, grid, block)(*args)
+
+
+def configured(kernel, grid, block):
+    """``kernel[grid, block, current_stream()]``: the kernel configured for a launch.
+
+    On a GPU the configured launcher (numba-cuda's ``_LaunchConfiguration``, which checks and
+    normalises the dimensions when it is made) is kept per (kernel, grid, block, stream), so a
+    launch of a size seen before reuses it. The simulator's ``kernel[...]`` stores the
+    configuration on the kernel object itself: there, it is configured at every launch."""
+    if SIMULATOR:
+        return kernel[grid, block, current_stream()]
+    return _configured(kernel, grid, block, current_stream())
+
+
+@functools.lru_cache(maxsize=4096)
+def _configured(kernel, grid, block, stream):
+    return kernel[grid, block, stream]
 
 
 # --- combining two partial results ---------------------------------------------------------

@@ -8,6 +8,7 @@ step, ``empty`` is a free-list pop, not a ``cuMemAlloc``.
 from __future__ import annotations
 
 import contextlib
+import functools
 
 import numpy as np
 from numba import cuda
@@ -71,9 +72,11 @@ def grid_1d(n: int, block: int, max_blocks: int = MAX_BLOCKS) -> int:
     return max(1, min((int(n) + block - 1) // block, max_blocks))
 
 
+@functools.lru_cache(maxsize=4096)
 def launch_1d(n: int, block=None, max_blocks=None) -> tuple:
     """(grid, block) of a 1-D grid-stride loop over n items; small by default on the
-    simulator. Tests pass explicit sizes to exercise several blocks."""
+    simulator. Tests pass explicit sizes to exercise several blocks. Cached: a training step
+    launches over the same few sizes again and again."""
     if block is None:
         block = SIM_BLOCK if SIMULATOR else BLOCK
     if max_blocks is None:

@@ -573,8 +573,13 @@ def collapse_dims(shape, *strides):
 
     ``(shape, (strides_x, strides_y, ...))`` of the fewest dimensions that visit the same
     positions in the same row-major order. Dimension d merges into d-1 when, for each operand,
-    ``stride[d-1] == stride[d] * shape[d]``.
+    ``stride[d-1] == stride[d] * shape[d]``. Cached per layout (they repeat at every step).
     """
+    return _collapse_dims(tuple(shape), tuple(map(tuple, strides)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _collapse_dims(shape, strides):
     merged = []  # [extent, [stride per operand]]
     for d, extent in enumerate(shape):
         if extent == 1:
