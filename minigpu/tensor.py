@@ -403,16 +403,16 @@ class Tensor(TensorMethods):
         return ops.neg(self)
 
     def __floordiv__(self, other):
-        return _ops().floor_divide(self, other)
+        return ops.floor_divide(self, other)
 
     def __rfloordiv__(self, other):
-        return _ops().floor_divide(other, self)
+        return ops.floor_divide(other, self)
 
     def __mod__(self, other):
-        return _ops().remainder(self, other)
+        return ops.remainder(self, other)
 
     def __rmod__(self, other):
-        return _ops().remainder(other, self)
+        return ops.remainder(other, self)
 
     def __matmul__(self, other):
         return ops.matmul(self, other)
