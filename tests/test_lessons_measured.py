@@ -122,3 +122,14 @@ def test_docs_tables_are_current(measured):
     text = measure.DOC.read_text()
     assert measure.updated_doc(measured, text) == text, \
         "docs/lessons.md is stale: run python -m minigpu.lessons --markdown"
+
+
+def test_the_readme_command_runs_without_the_simulator_variable():
+    import os
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    r = subprocess.run([sys.executable, "-m", "minigpu.lessons", "--lesson", "occupancy"],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "== occupancy / occupancy" in r.stdout and "global_load_sectors" in r.stdout
