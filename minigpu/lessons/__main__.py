@@ -13,7 +13,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m minigpu.lessons", description=__doc__.split("\n")[0])
     ap.add_argument("--lesson", action="append", help="only this lesson (repeatable)")
     ap.add_argument("--markdown", action="store_true",
-                    help="rewrite the measured tables in docs/lessons.md")
+                    help="rewrite the measured tables in docs/lessons.md (with --production: "
+                         "the production table)")
     ap.add_argument("--production", action="store_true",
                     help="sector efficiency of the production kernels instead")
     args = ap.parse_args(argv)
@@ -23,7 +24,13 @@ def main(argv=None):
         os.execv(sys.executable, [sys.executable, "-m", "minigpu.lessons", *sys.argv[1:]])
     from . import BY_NAME, measure
     if args.production:
-        print(measure.production_table())
+        table = measure.production_table()
+        if args.markdown:
+            measure.DOC.write_text(measure.between(measure.DOC.read_text(), measure.PROD_BEGIN,
+                                                   measure.PROD_END, table))
+            print(f"wrote {measure.DOC}")
+        else:
+            print(table)
         return
     lessons = [BY_NAME[n] for n in args.lesson] if args.lesson else None
     measured = measure.measure_all(lessons)

@@ -75,22 +75,25 @@ class KernelCounters:
         return self.metrics[metric]
 
 
-def derive(counts: dict, requested: int, lanes: int, executions: int) -> dict:
-    """The full metrics dict from raw counts (also used to sum several launches)."""
+def derive(counts: dict, requested_load: int, requested_store: int, lanes: int,
+           executions: int) -> dict:
+    """The full metrics dict from raw counts (also used to sum several launches). ``_raw``
+    keeps the raw numbers: requested load bytes, requested store bytes, active lanes and
+    warp-level executions (for :func:`total` and per-direction efficiencies)."""
     m = {k: counts.get(k, 0) for k in COUNTS}
     moved = SECTOR * (m["global_load_sectors"] + m["global_store_sectors"])
     m["warp_efficiency"] = lanes / (WARP * executions) if executions else None
     m["bytes_moved"] = moved
-    m["sector_efficiency"] = requested / moved if moved else None
+    m["sector_efficiency"] = (requested_load + requested_store) / moved if moved else None
     m["h200_time_us_estimate"] = moved / H200_DRAM_BYTES_PER_S * 1e6
-    m["_raw"] = (requested, lanes, executions)  # for summing launches: see total()
+    m["_raw"] = (requested_load, requested_store, lanes, executions)
     return m
 
 
 def total(entries, name="total") -> KernelCounters:
     """One entry summing several launches (e.g. every launch of one lesson variant)."""
     counts = {k: sum(e.metrics[k] for e in entries) for k in COUNTS}
-    raw = [sum(e.metrics["_raw"][i] for e in entries) for i in range(3)]
+    raw = [sum(e.metrics["_raw"][i] for e in entries) for i in range(4)]
     grid = entries[0].grid if len(entries) == 1 else f"{len(entries)} launches"
     block = entries[0].block if len(entries) == 1 else ""
     return KernelCounters(name, grid, block, derive(counts, *raw))
@@ -156,10 +159,9 @@ class _Recorder:
 
     def end(self):
         name, grid, block = self.dims
-        counts, requested, lanes, executions = _count(self.accesses, block)
+        counts, raw = _count(self.accesses, block)
         counts["barriers"] = self.barriers
-        self.out.append(KernelCounters(name, grid, block,
-                                       derive(counts, requested, lanes, executions)))
+        self.out.append(KernelCounters(name, grid, block, derive(counts, *raw)))
         self.accesses, self.dims = [], None
 
 
@@ -182,7 +184,8 @@ def _count(accesses, block):
                           []).append((a.offset, a.itemsize))
     counts = dict.fromkeys(COUNTS, 0)
     counts["atomics"] = atomics
-    requested = lanes = 0
+    requested = {"load": 0, "store": 0}
+    lanes = 0
     for (space, kind, *_), accs in groups.items():
         lanes += len(accs)
         if kind == "atomic":
@@ -195,11 +198,11 @@ def _count(accesses, block):
                 sectors.update(range(off // SECTOR, (off + size - 1) // SECTOR + 1))
                 bytes_.add((off, size))
             counts[f"global_{op}_sectors"] += len(sectors)
-            requested += sum(size for _, size in bytes_)
+            requested[op] += sum(size for _, size in bytes_)
         else:
             counts[f"shared_{op}_requests"] += 1
             counts[f"shared_{op}_wavefronts"] += wavefronts(accs)
-    return counts, requested, lanes, len(groups)
+    return counts, (requested["load"], requested["store"], lanes, len(groups))
 
 
 def wavefronts(accs):
