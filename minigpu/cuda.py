@@ -28,6 +28,21 @@ def has_gpu() -> bool:
     return is_available() and not is_simulator()
 
 
+def counters():
+    """``with minigpu.cuda.counters() as launches:`` records every kernel launch inside the
+    block as an entry with ``.name``, ``.grid``, ``.block`` and ``.metrics`` (global load/store
+    requests and sectors, shared requests and wavefronts, barriers, atomics, warp efficiency,
+    bytes moved, sector efficiency, an H200 time estimate); ``print(launches)`` is a table.
+    Needs the simulator (``NUMBA_ENABLE_CUDASIM=1``): see ``minigpu/simulator/counters.py``."""
+    from . import simulator
+    if not simulator.is_installed():
+        raise RuntimeError("minigpu.cuda.counters() counts on the CUDA simulator: set "
+                           "NUMBA_ENABLE_CUDASIM=1 before importing minigpu (on a GPU, use "
+                           "Nsight Compute)")
+    from .simulator.counters import counters as _counters
+    return _counters()
+
+
 def synchronize():
     """Wait until all queued kernels and copies on the current stream have finished."""
     _device().synchronize()

@@ -15,8 +15,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_names_are_unique_and_every_module_has_its_record():
     names = [lesson.name for lesson in lessons.ALL]
     assert len(names) == len(set(names))
-    modules = {p.stem for p in (ROOT / "minigpu" / "lessons").glob("*.py")} - {"__init__",
-                                                                              "record"}
+    modules = {p.stem for p in (ROOT / "minigpu" / "lessons").glob("*.py")} - {
+        "__init__", "__main__", "record", "measure"}
     assert modules == set(names)
     experiments = [e.name for lesson in lessons.ALL for e in lesson.experiments]
     assert len(experiments) == len(set(experiments))

@@ -17,7 +17,7 @@ from ..backends.cuda import transpose
 from .coalescing import tiled_variant, transpose_problem
 from .record import Experiment, KernelSpec, Lesson
 
-TILE = transpose.TILE
+TILE = transpose.PRODUCTION_TILE
 
 
 def _kernels():

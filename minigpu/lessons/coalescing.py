@@ -64,7 +64,7 @@ def gather_transpose(view, out):
 def transpose_problem(inputs):
     """A dense (R, C) float32 matrix, its (C, R) transposed view, the batched-transpose spec
     and an output buffer."""
-    R, C = inputs.size((8192, 8192), (24, 40))
+    R, C = inputs.size((8192, 8192), (32, 64))  # small: two whole 32x32 tiles, exact counters
     src = inputs.upload(inputs.uniform(R * C))
     view = inputs.view(src, (C, R), (1, C))
     return Problem(f"{R}x{C} float32 transpose", 2 * R * C * 4, src=src, view=view,
@@ -72,9 +72,13 @@ def transpose_problem(inputs):
 
 
 def tiled_variant(pad, note):
-    """``transpose.transpose_copy`` with a shared tile padded by ``pad`` columns."""
+    """``transpose.transpose_copy`` with a shared tile padded by ``pad`` columns, at the
+    production tile (32x32, a warp wide: the size at which banks and sectors line up) even
+    under the simulator, so the counters show what a GPU would do."""
     name = "transpose_tiled_padded" if pad else "transpose_tiled_naive"
-    return Variant(name, note, lambda p: transpose.transpose_copy(p.spec, p.out, pad=pad),
+    tile, rows = transpose.PRODUCTION_TILE, transpose.PRODUCTION_BLOCK_ROWS
+    return Variant(name, note,
+                   lambda p: transpose.transpose_copy(p.spec, p.out, tile, rows, pad=pad),
                    transpose.transpose_copy)
 
 

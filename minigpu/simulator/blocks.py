@@ -27,6 +27,7 @@ import time
 
 import numpy as np
 
+from . import memory
 from .errors import SimulatorError, SyncError
 from .sites import BARRIERS, FULL_MASK, Op, ranges, site, where
 from .warp import warp_results
@@ -178,6 +179,8 @@ class _Block:
             t.epoch += 1
             t.tick()
             self._release(t, result)
+        if memory.observers:
+            memory.notify_event("barrier")
 
     def _try_group(self, t):
         """Complete the warp intrinsic ``t`` waits in if every lane it names has arrived."""

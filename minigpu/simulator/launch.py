@@ -72,6 +72,9 @@ def launch(self, *args):
         params = _params(self.fn)
         fake_args = [_arg(self, a, params[i] if i < len(params) else f"arg{i}", retr, state)
                      for i, a in enumerate(args)]
+        observed = bool(memory.observers)
+        if observed:
+            memory.notify_event("launch", name, grid_dim, block_dim)
         with swapped(self.fn, fake):
             points = list(np.ndindex(*grid_dim))
             _rng.shuffle(points)
@@ -79,6 +82,8 @@ def launch(self, *args):
                 memory.reset_shared(fake._shared, state)
                 run_block(self.fn, name, point, block_dim, ordinal, self._debug, fake_args,
                           state)
+        if observed:
+            memory.notify_event("end")
         for wb in retr:
             wb()
 

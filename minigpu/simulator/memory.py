@@ -31,7 +31,9 @@ racecheck
 The seam for performance counters: :data:`observers`. When it is non-empty every observed
 access calls each observer with an :class:`Access` (kernel, array name and identity, memory
 space, byte offset, itemsize, load/store/atomic, source site, thread and block ids). Nothing
-here counts anything; an observer can.
+here counts anything; ``counters.py`` does, with the launch and barrier events of
+:func:`notify_event`. While an observer is installed the proxies are made even with the checks
+off.
 """
 from __future__ import annotations
 
@@ -115,6 +117,16 @@ def _notify(arr, addr, kind, t, depth):
                  kind, (f.f_code.co_filename, f.f_lineno), t.tidx, t.bidx)
     for obs in observers:
         obs(acc)
+
+
+def notify_event(event, *args):
+    """Call ``observer.<event>(*args)`` on each observer that has it: ``launch(name, grid,
+    block)`` before a kernel launch's first block, ``end()`` after its last, ``barrier()`` for
+    each completed block-level barrier (the counters of ``counters.py``)."""
+    for obs in observers:
+        hook = getattr(obs, event, None)
+        if hook is not None:
+            hook(*args)
 
 
 # ----------------------------------------------------------------------------- the proxy
@@ -479,7 +491,7 @@ def shared_array(self, shape, dtype, alignment=None):
     if shape == 0:  # dynamic shared memory: views of one buffer
         count = self._dynshared_size // dtype.itemsize
         a = np.frombuffer(self._dynshared.data, dtype=dtype, count=count)
-        if not config.CHECKS or launch is None:
+        if not (config.CHECKS or observers) or launch is None:
             return a
         return Array(a, _name_at(caller, "dynamic shared"), "shared", launch.shared_shadow)
     key = (caller.f_code.co_filename, caller.f_lineno)
@@ -495,7 +507,7 @@ def shared_array(self, shape, dtype, alignment=None):
                     f"per block (this array: {a.nbytes} bytes at {where((key + ('',),))}); "
                     f"a block may use at most {STATIC_SHARED_LIMIT} bytes (48 KiB).")
             arr = a
-            if config.CHECKS and launch is not None:
+            if (config.CHECKS or observers) and launch is not None:
                 arr = Array(a, _name_at(caller, "shared"), "shared", launch.shared_shadow)
             self._allocations[key] = arr
     return arr
@@ -513,6 +525,6 @@ def local_array(self, shape, dtype, alignment=None):
 
 def global_array(a, name, launch):
     """What a kernel sees for a device-array argument ``a`` (a NumPy array)."""
-    if not config.CHECKS or a.dtype.fields is not None:
+    if not (config.CHECKS or observers) or a.dtype.fields is not None:
         return a
     return Array(a, name, "global", launch.shadow)
