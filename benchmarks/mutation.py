@@ -1,0 +1,221 @@
+"""Mutation testing: plant each bug of the catalogue (``benchmarks/mutations.py``) in a scratch
+copy of the repository, run the tests that cover the patched file, and report which test
+killed it.
+
+    python benchmarks/mutation.py                    # every bug, one at a time
+    python benchmarks/mutation.py --seed 2           # Hypothesis seed 2 (-p hypothesis --hypothesis-seed=2)
+    python benchmarks/mutation.py --only max-identity-zero
+    python benchmarks/mutation.py --jobs 2           # two scratch copies in parallel
+    python benchmarks/mutation.py --docs             # (re)write docs/bugs.md from the catalogue
+
+The working tree is never modified: the tree (without .git, .venv and caches) is copied to a
+temporary directory per job, each bug is applied there, the covering test files run with
+``pytest -x -p no:cacheprovider`` under ``NUMBA_ENABLE_CUDASIM=1`` (the scratch copy first on
+``PYTHONPATH``, so its ``minigpu`` is the one imported), and the file is restored. A bug is
+*killed* when pytest fails within the per-bug timeout (60 s by default); the table ends with
+``killed N/M``. Exit status 1 unless every bug was killed.
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import importlib.util
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CUDA = "minigpu/backends/cuda/"
+
+# Which test files cover a kernel file (most specific first: -x stops at the first failure).
+TESTS = {
+    CUDA + "blocks.py": ["tests/test_cuda_reduce.py", "tests/test_cuda_softmax.py"],
+    CUDA + "reduce.py": ["tests/test_cuda_reduce.py"],
+    CUDA + "matmul.py": ["tests/test_cuda_matmul.py"],
+    CUDA + "transpose.py": ["tests/test_cuda_transpose.py"],
+    CUDA + "softmax.py": ["tests/test_cuda_softmax.py"],
+    CUDA + "indexing.py": ["tests/test_cuda_indexing.py"],
+    CUDA + "pool.py": ["tests/test_cuda_pool.py"],
+    CUDA + "optim.py": ["tests/test_cuda_optim.py"],
+    CUDA + "lstm.py": ["tests/test_cuda_lstm.py"],
+    CUDA + "random.py": ["tests/test_cuda_random.py"],
+    CUDA + "scan.py": ["tests/test_scan.py"],
+}
+
+IGNORE = shutil.ignore_patterns(".git", ".venv", "__pycache__", ".hypothesis", ".pytest_cache",
+                                "*.egg-info", "build", "dist", "results")
+
+
+def load_catalogue():
+    """The ``BUGS`` list of ``benchmarks/mutations.py`` (loaded by path: benchmarks/ is not a
+    package)."""
+    spec = importlib.util.spec_from_file_location("mutations", Path(__file__).with_name(
+        "mutations.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.BUGS
+
+
+def scratch_copy() -> Path:
+    where = Path(tempfile.mkdtemp(prefix="minigpu-mutant-"))
+    shutil.copytree(ROOT, where / "repo", ignore=IGNORE)
+    return where / "repo"
+
+
+def pytest_command(files, seed):
+    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-rfE", "-p", "no:cacheprovider",
+           "-p", "no:xdist", *files]
+    if seed is not None:
+        cmd += ["-p", "hypothesis", f"--hypothesis-seed={seed}"]
+    return cmd
+
+
+def run_tests(repo: Path, files, seed, timeout):
+    """(status, first failing test, seconds): status is 'killed', 'survived' or 'timeout'."""
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", PYTHONPATH=str(repo))
+    env.pop("MINIGPU_SIM_CHECKS", None)
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(pytest_command(files, seed), cwd=repo, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        return "timeout", "", time.perf_counter() - t0
+    seconds = time.perf_counter() - t0
+    if proc.returncode == 0:
+        return "survived", "", seconds
+    failed = re.search(r"^(?:FAILED|ERROR) (\S+)", out, re.M)
+    if failed:
+        return "killed", failed.group(1), seconds
+    return "killed", f"pytest exit {proc.returncode}: {out.strip().splitlines()[-1:]}", seconds
+
+
+def check_scratch(repo: Path):
+    """The scratch copy's minigpu must be the one the tests import."""
+    env = dict(os.environ, PYTHONPATH=str(repo))
+    got = subprocess.run([sys.executable, "-c", "import minigpu; print(minigpu.__file__)"],
+                         cwd=repo, env=env, capture_output=True, text=True).stdout.strip()
+    if not got.startswith(str(repo)):
+        raise SystemExit(f"the scratch copy is not imported first (got {got!r})")
+
+
+def mutate_and_run(repo: Path, bug, seed, timeout):
+    path = repo / bug.file
+    original = path.read_text()
+    if original.count(bug.old) != 1:
+        return "bad patch", f"snippet occurs {original.count(bug.old)} times", 0.0
+    path.write_text(original.replace(bug.old, bug.new))
+    try:
+        return run_tests(repo, TESTS[bug.file], seed, timeout)
+    finally:
+        path.write_text(original)
+
+
+def run_all(bugs, seed, timeout, jobs):
+    repos = [scratch_copy() for _ in range(jobs)]
+    check_scratch(repos[0])
+    free = list(repos)
+    results = {}
+
+    def one(bug):
+        repo = free.pop()
+        try:
+            results[bug.name] = mutate_and_run(repo, bug, seed, timeout)
+        finally:
+            free.append(repo)
+        status, test, secs = results[bug.name]
+        print(f"  {bug.name}: {status} {test} ({secs:.1f} s)", file=sys.stderr, flush=True)
+
+    try:
+        with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+            list(pool.map(one, bugs))
+    finally:
+        for repo in repos:
+            shutil.rmtree(repo.parent, ignore_errors=True)
+    return results
+
+
+def table(bugs, results):
+    width = max(len(b.name) for b in bugs)
+    lines = [f"{'bug':<{width}}  {'status':<8}  {'seconds':>7}  first failing test",
+             f"{'-' * width}  {'-' * 8}  {'-' * 7}  {'-' * 18}"]
+    for b in bugs:
+        status, test, secs = results[b.name]
+        lines.append(f"{b.name:<{width}}  {status:<8}  {secs:7.1f}  {test}")
+    killed = sum(results[b.name][0] == "killed" for b in bugs)
+    lines.append(f"killed {killed}/{len(bugs)}")
+    return "\n".join(lines), killed
+
+
+DOC_HEAD = """# Classic GPU kernel bugs, and what catches them
+
+Every bug below is a real, small patch against minigpu's own kernels (the catalogue is
+`benchmarks/mutations.py`; this page is generated from it by
+`python benchmarks/mutation.py --docs`). `python benchmarks/mutation.py` plants them one at a
+time in a scratch copy of the repository and runs the tests that cover the patched file: the
+suite is meant to kill every one of them, with any Hypothesis seed.
+
+Three kinds of damage on a real GPU:
+
+- **wrong result**: the kernel computes something else, always or only for some inputs
+  (all-negative rows, ragged edges, repeated indices, production launch sizes);
+- **intermittent wrong result**: a race (missing barrier, atomic turned into a plain update)
+  gives the right answer most runs and a wrong one under other timing; a test that only
+  compares outputs catches it by luck, the simulator's racecheck every time
+  (`docs/simulator.md`);
+- **silent slowdown**: the output is identical and only the time changes (lost padding,
+  uncoalesced access); only the simulator's counters (`minigpu.cuda.counters()`) see it
+  without a GPU.
+
+How the catching works, beyond comparing cuda with the NumPy reference on drawn inputs: fixed
+edge-value tests next to the Hypothesis ones (all-negative rows for max, all-positive for min,
+on every reduce path; distinct values per gate block for the LSTM; all-equal indices for the
+atomics), small launch configurations that reach every code path of the production ones
+(matmul micro-tile TN = 8, column splits of 2, 4 and 8), launch configurations parametrised
+rather than sampled, and the sanitizer (racecheck, memcheck, initcheck) on every test.
+
+| bug | file | what it does on a real GPU | caught by |
+| --- | --- | --- | --- |
+"""
+
+
+def write_docs(bugs):
+    rows = [f"| **{b.name}**: {b.what} | `{b.file.removeprefix('minigpu/')}` | {b.gpu} | "
+            f"{b.caught} |" for b in bugs]
+    (ROOT / "docs" / "bugs.md").write_text(DOC_HEAD + "\n".join(rows) + "\n")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seed", type=int, default=None, help="Hypothesis seed")
+    ap.add_argument("--only", action="append", metavar="NAME", help="run only this bug")
+    ap.add_argument("--jobs", type=int, default=1, help="scratch copies run in parallel")
+    ap.add_argument("--timeout", type=float, default=60.0, help="seconds per bug")
+    ap.add_argument("--docs", action="store_true", help="write docs/bugs.md and exit")
+    args = ap.parse_args(argv)
+    bugs = load_catalogue()
+    if args.docs:
+        write_docs(bugs)
+        return 0
+    if args.only:
+        unknown = set(args.only) - {b.name for b in bugs}
+        if unknown:
+            ap.error(f"unknown bug(s): {', '.join(sorted(unknown))}")
+        bugs = [b for b in bugs if b.name in args.only]
+    results = run_all(bugs, args.seed, args.timeout, max(1, args.jobs))
+    text, killed = table(bugs, results)
+    print(text)
+    return 0 if killed == len(bugs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
