@@ -33,20 +33,32 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 CUDA = "minigpu/backends/cuda/"
 
-# Which test files cover a kernel file (most specific first: -x stops at the first failure).
+R, MM = "tests/test_cuda_reduce.py::", "tests/test_cuda_matmul.py::"
 TESTS = {
-    CUDA + "blocks.py": ["tests/test_cuda_reduce.py", "tests/test_cuda_softmax.py"],
-    CUDA + "reduce.py": ["tests/test_cuda_reduce.py"],
-    CUDA + "matmul.py": ["tests/test_cuda_matmul.py"],
+    CUDA + "blocks.py": [R + "test_row_kernel_long_rows", R + "test_max_min_of_one_signed_rows",
+                         R + "test_split_rows_match_numpy", "tests/test_cuda_reduce.py",
+                         "tests/test_cuda_softmax.py"],
+    CUDA + "reduce.py": [R + "test_max_min_of_one_signed_rows", R + "test_column_kernel_split",
+                         R + "test_split_rows_match_numpy", "tests/test_cuda_reduce.py"],
+    CUDA + "matmul.py": [MM + "test_every_small_config_fixed",
+                         MM + "test_production_tile_loads_are_coalesced",
+                         MM + "test_production_configuration", "tests/test_cuda_matmul.py"],
     CUDA + "transpose.py": ["tests/test_cuda_transpose.py"],
     CUDA + "softmax.py": ["tests/test_cuda_softmax.py"],
-    CUDA + "indexing.py": ["tests/test_cuda_indexing.py"],
-    CUDA + "pool.py": ["tests/test_cuda_pool.py"],
-    CUDA + "optim.py": ["tests/test_cuda_optim.py"],
-    CUDA + "lstm.py": ["tests/test_cuda_lstm.py"],
+    CUDA + "indexing.py": ["tests/test_cuda_indexing.py::test_index_add_all_rows_to_one_index",
+                           "tests/test_scan.py::test_scatter_add_all_same_index",
+                           "tests/test_cuda_indexing.py", "tests/test_scan.py"],
+    CUDA + "pool.py": ["tests/test_cuda_pool.py::test_maxpool2d_backward_sums_overlapping_windows",
+                       "tests/test_cuda_pool.py"],
+    CUDA + "optim.py": ["tests/test_cuda_optim.py::test_adam_first_step_moves_each_weight_by_about_lr",
+                        "tests/test_cuda_optim.py"],
+    CUDA + "lstm.py": ["tests/test_cuda_lstm.py::test_lstm_cell_distinct_gates",
+                       "tests/test_cuda_lstm.py"],
     CUDA + "random.py": ["tests/test_cuda_random.py"],
     CUDA + "scan.py": ["tests/test_scan.py"],
 }
+"""Which tests cover a kernel file: fixed edge-value and configuration tests first (``-x``
+stops at the first failure, so a bug they catch costs seconds), then the whole files."""
 
 IGNORE = shutil.ignore_patterns(".git", ".venv", "__pycache__", ".hypothesis", ".pytest_cache",
                                 "*.egg-info", "build", "dist", "results")
@@ -188,10 +200,11 @@ rather than sampled, and the sanitizer (racecheck, memcheck, initcheck) on every
 """
 
 
-def write_docs(bugs):
+def docs_text(bugs):
+    """docs/bugs.md: the page head and one table row per bug."""
     rows = [f"| **{b.name}**: {b.what} | `{b.file.removeprefix('minigpu/')}` | {b.gpu} | "
             f"{b.caught} |" for b in bugs]
-    (ROOT / "docs" / "bugs.md").write_text(DOC_HEAD + "\n".join(rows) + "\n")
+    return DOC_HEAD + "\n".join(rows) + "\n"
 
 
 def main(argv=None):
@@ -204,7 +217,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     bugs = load_catalogue()
     if args.docs:
-        write_docs(bugs)
+        (ROOT / "docs" / "bugs.md").write_text(docs_text(bugs))
         return 0
     if args.only:
         unknown = set(args.only) - {b.name for b in bugs}
