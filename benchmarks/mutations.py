@@ -175,7 +175,7 @@ BUGS = [
       "                    if not a_kfast:\n",
       "the A tile is loaded with the thread-to-element mapping of the other layout",
       "silent slowdown: each warp's A load touches up to 32 sectors instead of 4; C identical",
-      "tests/test_cuda_matmul.py::test_production_tile_loads_are_coalesced "
+      "tests/test_cuda_matmul.py::test_tile_loads_are_coalesced "
       "(simulator counters: global_load_sectors <= 4 per request)"),
     # --- transpose.py ----------------------------------------------------------------------
     B("transpose-lost-padding", CUDA + "transpose.py",

@@ -167,15 +167,17 @@ def test_production_configuration():
 
 @needs_counters
 @pytest.mark.parametrize("layout", ["nn", "tn"])
-def test_production_tile_loads_are_coalesced(layout):
-    """Production configuration, A dense (K fastest) or transposed (M fastest): each warp's
-    tile load reads consecutive addresses of whichever dimension is fast, so a load request
-    touches at most 4 sectors (32 lanes x 4 bytes). Loading the tile in the other order gives
-    the same C but up to 32 sectors per request: only the counters see it."""
+def test_tile_loads_are_coalesced(layout):
+    """A 32x32x8 tile (64 threads, the production k-slice), A dense (K fastest) or transposed
+    (M fastest): each warp's tile load reads consecutive addresses of whichever dimension is
+    fast, so a load request touches at most 4 sectors (32 lanes x 4 bytes). Loading a tile
+    in the other order gives the same C but up to 32 sectors per request: only the counters
+    see it."""
     rng = np.random.default_rng(12)
-    a = rng.uniform(-4, 4, (1, 64, 64))
+    a = rng.uniform(-4, 4, (1, 32, 32))
     a = dense(a) if layout == "nn" else transposed(a)
-    b = dense(rng.uniform(-4, 4, (1, 64, 64)))
-    m = kernel_metrics(lambda: check(MM.matmul_register_tiled, a, b, **MM.PRODUCTION),
+    b = dense(rng.uniform(-4, 4, (1, 32, 32)))
+    config = dict(BM=32, BN=32, BK=MM.PRODUCTION["BK"], TM=4, TN=4)
+    m = kernel_metrics(lambda: check(MM.matmul_register_tiled, a, b, **config),
                        "matmul_register_tiled")
     assert 0 < m["global_load_sectors"] <= 4 * m["global_load_requests"]
