@@ -111,7 +111,8 @@ BUGS = [
       "            scratch[ty, tx] = acc\n",
       "column kernel with a K-split: no barrier before the tree over y",
       "wrong result, intermittently, only in the column-split configuration",
-      "racecheck in tests/test_cuda_reduce.py::test_column_kernel_split"),
+      "racecheck in tests/test_cuda_reduce.py::test_max_min_of_one_signed_rows and "
+      "test_column_kernel_split (columns of 70 split over 2, 4, 8 threads)"),
     B("column-split-halving", CUDA + "reduce.py",
       "                    scratch[ty, tx] = combine(scratch[ty, tx], scratch[ty + s, tx])\n"
       "                cuda.syncthreads()\n                s //= 2\n",
@@ -215,7 +216,8 @@ BUGS = [
       "            s += math.exp(x[base + c] - m)\n        s = row_sum(s, smax, zero)\n",
       "block softmax reuses the max's shared scratch for the sum without a barrier",
       "wrong result, intermittently (the sum overwrites partials the max is still reading)",
-      "racecheck (shared WAR) in tests/test_cuda_softmax.py (multi-warp block)"),
+      "racecheck (shared WAR) in tests/test_cuda_softmax.py::test_softmax_extreme_rows (block "
+      "kernels, tree and shuffle)"),
     B("softmax-warp-no-max-allreduce", CUDA + "softmax.py",
       "                m = max_nan(m, x[base + c])\n            m = warp_max(m)\n",
       "                m = max_nan(m, x[base + c])\n",
@@ -280,7 +282,7 @@ BUGS = [
       "            bits = mix32(uint32(uint32(counter0) + uint32(start)) ^ key)\n",
       "uniform RNG keyed by the thread, not the element: grid-stride iterations reuse a counter",
       "repeated random numbers once n exceeds the grid (correlated dropout masks)",
-      "tests/test_cuda_random.py (cuda vs cpu bit for bit with more elements than threads)"),
+      "tests/test_cuda_random.py::test_more_numbers_than_threads_match_cpu (bit for bit)"),
     B("rng-normal-same-stream", CUDA + "random.py",
       "            u2 = real(mix32(counter ^ key2) >> uint32(8)) * scale\n",
       "            u2 = real(mix32(counter ^ key1) >> uint32(8)) * scale\n",
