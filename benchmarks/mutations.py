@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 CUDA = "minigpu/backends/cuda/"
+LESSONS = "minigpu/lessons/"
 
 
 class Bug(NamedTuple):
@@ -289,6 +290,22 @@ BUGS = [
       "Box-Muller draws u1 and u2 from the same stream (counter reuse)",
       "correlated, non-normal samples",
       "tests/test_cuda_random.py (cuda vs cpu)"),
+    # --- lessons: the "before" kernels must be right too, only slower -----------------------
+    B("lesson-tiled-matmul-no-barrier", LESSONS + "matmul.py",
+      "                    acc += As[ty, kk] * Bs[kk, tx]\n                cuda.syncthreads()\n",
+      "                    acc += As[ty, kk] * Bs[kk, tx]\n",
+      "the matmul lesson's shared-tile kernel: no barrier before the next tile is loaded",
+      "wrong result, intermittently, whenever K is longer than one tile",
+      "racecheck (shared WAR) in tests/test_cuda_matmul.py::test_every_small_config_fixed "
+      "(tiled configs)"),
+    B("lesson-reduction-lost-zero-fill", LESSONS + "reduction.py",
+      "        sdata[tid] = x[i] if i < n else zero\n",
+      "        if i < n:\n            sdata[tid] = x[i]\n",
+      "the reduction lesson's interleaved rung: threads past the end leave their shared slot "
+      "unwritten instead of zero",
+      "wrong sum (garbage from uninitialised shared memory) when n is not a multiple of the "
+      "block",
+      "initcheck in tests/test_cuda_reduce.py::test_sum_ladder_small_blocks_and_passes"),
     # --- scan.py ---------------------------------------------------------------------------
     B("scan-upsweep-no-barrier", CUDA + "scan.py",
       "            while d > 0:  # up-sweep\n                cuda.syncthreads()\n",
