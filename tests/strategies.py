@@ -26,9 +26,16 @@ def values(dtype=np.float32, lo=-4.0, hi=4.0):
     return st.floats(lo, hi, allow_nan=False, allow_infinity=False, width=32).map(np.dtype(dtype).type)
 
 
+# ``hnp.arrays`` normally draws a few elements and fills the rest with one repeated value, so
+# most drawn arrays are mostly constant: a kernel that reads the wrong element (a swapped
+# index, a gate from the wrong block, an off-by-one) then still sees the right value.
+# ``fill=st.nothing()`` draws every element.
+ALL_DRAWN = st.nothing()
+
+
 def arrays(shape, dtype=np.float32, lo=-4.0, hi=4.0):
     return hnp.arrays(np.dtype(dtype), shape, elements=st.floats(
-        lo, hi, allow_nan=False, allow_infinity=False, width=32))
+        lo, hi, allow_nan=False, allow_infinity=False, width=32), fill=ALL_DRAWN)
 
 
 @dataclass
@@ -71,9 +78,10 @@ def views(draw, shape=None, dtype=np.float32, lo=-4.0, hi=4.0, contiguous=False)
     strides = tuple(0 if broadcast[d] else dense[perm[d]] * steps[d] for d in range(ndim))
     n = numel(stored) + pad
     if dtype == np.bool_:
-        base = draw(hnp.arrays(np.bool_, n))
+        base = draw(hnp.arrays(np.bool_, n, fill=ALL_DRAWN))
     elif np.dtype(dtype).kind == "i":
-        base = draw(hnp.arrays(np.dtype(dtype), n, elements=st.integers(int(lo), int(hi))))
+        base = draw(hnp.arrays(np.dtype(dtype), n, elements=st.integers(int(lo), int(hi)),
+                               fill=ALL_DRAWN))
     else:
         base = draw(arrays(n, dtype, lo, hi))
     return ViewSpec(base, shape, strides, pad)

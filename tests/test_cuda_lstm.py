@@ -135,3 +135,27 @@ def test_shape_errors():
     with pytest.raises(ValueError, match="4\\*hidden_size columns, got 7"):
         lstm.lstm_cell(contract.dense(cuda.full(14, 0.0, np.float32), (2, 7)),
                        contract.dense(cuda.full(2, 0.0, np.float32), (2, 1)))
+
+
+def test_lstm_cell_distinct_gates():
+    """Each gate block (i, f, g, o) holds its own values, so reading one gate in place of
+    another changes the result in the forward and in the backward. Drawn gate views are often
+    broadcast or constant, where a swap is invisible."""
+    n, hs = 2, 3
+    rng = np.random.default_rng(5)
+    gates = np.concatenate([rng.uniform(-3, 3, (n, hs)) + 0.7 * k for k in range(4)], axis=1)
+    cols = [contract.dense(cpu.from_numpy(a), a.shape) for a in
+            (gates, rng.uniform(-2, 2, (n, hs)))]
+    ref = cpu.lstm_cell(*cols)
+    dev = lambda v: contract.dense(cuda.from_numpy(v.buf), v.shape)  # noqa: E731
+    got = lstm.lstm_cell(*map(dev, cols), **SMALL)
+    for r, g, shape in zip(ref, got, [(n, hs), (n, hs), (n, 4 * hs)]):
+        np.testing.assert_allclose(host(g, shape), r.reshape(shape), **tol(np.float64))
+    h, c, act = ref
+    act_v, c_v = contract.dense(act, (n, 4 * hs)), contract.dense(c, (n, hs))
+    grads = [contract.dense(cpu.from_numpy(rng.uniform(-1, 1, (n, hs))), (n, hs))
+             for _ in range(2)]
+    bwd_cpu = cpu.lstm_cell_backward(act_v, cols[1], c_v, *grads)
+    bwd = lstm.lstm_cell_backward(dev(act_v), dev(cols[1]), dev(c_v), *map(dev, grads), **SMALL)
+    for r, g, shape in zip(bwd_cpu, bwd, [(n, 4 * hs), (n, hs)]):
+        np.testing.assert_allclose(host(g, shape), r.reshape(shape), **tol(np.float64))

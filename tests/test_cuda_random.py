@@ -39,6 +39,17 @@ def test_normal_close_to_cpu(n, seed, offset, dtype):
     np.testing.assert_allclose(got, want, **NORMAL_TOL[dtype])
 
 
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_more_numbers_than_threads_match_cpu(dtype):
+    """n larger than the grid: each thread's grid-stride loop makes several numbers, each at
+    its own counter (a kernel keyed by the thread, not the element, repeats numbers)."""
+    n = 1000
+    np.testing.assert_array_equal(cuda.random_uniform(n, 7, 3, dtype).copy_to_host(),
+                                  cpu.random_uniform(n, 7, 3, dtype))
+    np.testing.assert_allclose(cuda.random_normal(n, 7, 3, dtype).copy_to_host(),
+                               cpu.random_normal(n, 7, 3, dtype), **NORMAL_TOL[dtype])
+
+
 def test_stream_keys_match_cpu_hash():
     for seed in (0, 1, 2**32 - 1, 2**40 + 5):
         for stream in range(3):

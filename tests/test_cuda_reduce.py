@@ -129,11 +129,38 @@ def test_row_kernel_long_rows(op, config):
     check_reduce(op, dense_spec(x), (1,), **config)
 
 
+@pytest.mark.parametrize("split", [2, 4, 8])
 @pytest.mark.parametrize("op", contract.REDUCE_OPS)
-def test_column_kernel_split(op):
-    """Few, long columns: K split over the block's y dimension, shared tree over y."""
+def test_column_kernel_split(op, split):
+    """Few, long columns: K split over the block's y dimension, shared tree over y. Splits of
+    4 and 8 (production) take the tree more than one step; 2 takes it once."""
     x = np.random.default_rng(2).uniform(-4, 4, (2, 70, 3)).astype(np.float32)
-    check_reduce(op, dense_spec(x), (1,), max_block=8, split=2)
+    check_reduce(op, dense_spec(x), (1,), max_block=16, split=split)
+
+
+# Every reduce path (row kernel with idle lanes, short rows, columns, split columns, split
+# rows, a full reduction), each launch configuration a parameter, not a draw.
+ONE_SIGNED_CASES = [((3, 40), (1,)), ((4, 5), (1,)), ((9, 3), (0,)), ((2, 70, 3), (1,)),
+                    ((3, 700), (1,)), ((6, 50), (0, 1))]
+PATH_CONFIGS = CONFIGS + [dict(max_block=32, row_split=4, shuffle=False)] + [
+    pytest.param(c, marks=needs_shuffle) for c in SHUFFLE_CONFIGS
+    + [dict(max_block=32, row_split=4, shuffle=True)]]
+
+
+@pytest.mark.parametrize("config", PATH_CONFIGS)
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_max_min_of_one_signed_rows(op, config):
+    """max of all-negative and min of all-positive data, on every reduce path: an identity of
+    0 instead of -inf/+inf (or a lost identity fill of idle lanes) wins over every element and
+    shows; drawn data almost always holds both signs and hides it."""
+    rng = np.random.default_rng(4)
+    sign = -1 if op == "max" else 1
+    for shape, axes in ONE_SIGNED_CASES:
+        x = (sign * rng.uniform(0.5, 4, shape)).astype(np.float32)
+        check_reduce(op, dense_spec(x), axes, **config)
+        if len(axes) == 1:
+            check_argreduce(op, dense_spec(x), axes[0],
+                            **{k: v for k, v in config.items() if k != "split"})
 
 
 def test_production_configuration():

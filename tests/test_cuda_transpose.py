@@ -11,6 +11,7 @@ from minigpu import backends
 from minigpu.backends.contract import View, contiguous_strides
 from minigpu.backends.cuda import memory, transpose
 from minigpu.lessons.coalescing import transpose_naive
+from counters import kernel_metrics, needs_counters
 
 cuda = backends.get("cuda")
 VARIANTS = {
@@ -112,3 +113,24 @@ def test_contiguous_routes_transposes_to_tiled_kernel(monkeypatch, dtype):
     np.testing.assert_array_equal(got, a.transpose(1, 0, 2))
     assert len(calls) == 1
     assert memory.contiguous(View(buf, (0, 3), (1, 0), 0)).size == 0
+
+
+@needs_counters
+@pytest.mark.parametrize("pad", [0, None])
+def test_production_tile_is_conflict_free(pad):
+    """The padded production tile reads its columns with one shared wavefront per request;
+    without the padding column every column read is a 32-way bank conflict. The output is the
+    same either way, so only the counters see a lost padding."""
+    a = np.arange(64 * 64, dtype=np.float32).reshape(64, 64)
+    spec = transpose.as_batched_transpose(View(cuda.from_numpy(a.reshape(-1)), (64, 64),
+                                               (1, 64), 0))
+    out = cuda.empty(a.size, np.float32)
+    tiles = (transpose.PRODUCTION_TILE, transpose.PRODUCTION_BLOCK_ROWS)
+    args = (spec, out, *tiles) + (() if pad is None else (pad,))   # None: the default padding
+    m = kernel_metrics(lambda: transpose.transpose_copy(*args), "transpose_tiled")
+    np.testing.assert_array_equal(out.copy_to_host().reshape(64, 64), a.T)
+    assert m["shared_load_requests"] > 0
+    if pad is None:
+        assert m["shared_load_wavefronts"] == m["shared_load_requests"]
+    else:
+        assert m["shared_load_wavefronts"] == 32 * m["shared_load_requests"]

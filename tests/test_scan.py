@@ -124,6 +124,19 @@ def test_gather_and_scatter_add_dim_match_cpu(data, dtype):
         cpu.scatter_add_dim(x.on(cpu), dim, ic, src.on(cpu)), **tol)
 
 
+def test_scatter_add_all_same_index():
+    """Every source element of a row names column 1: many threads add into one address, so an
+    atomic turned into a plain += loses updates (and racecheck flags it every time)."""
+    src = np.arange(3 * 16, dtype=np.float32).reshape(3, 16)
+    idx = np.ones((3, 16), np.int64)
+    x = np.zeros((3, 4), np.float32)
+    xg, ig, sg = (contract.dense(cuda.from_numpy(a), a.shape) for a in (x, idx, src))
+    want = x.copy()
+    want[:, 1] = src.sum(axis=1)
+    np.testing.assert_array_equal(
+        indexing.scatter_add_dim(xg, 1, ig, sg, **SMALL).copy_to_host().reshape(3, 4), want)
+
+
 def test_gather_scatter_add_production_launch():
     rng = np.random.default_rng(1)
     x = rng.standard_normal((30, 20)).astype(np.float32)
