@@ -1,15 +1,7 @@
 """Helpers for tests that check performance through the simulator's counters
-(``minigpu.cuda.counters()``, issue 13): performance-only bugs (a lost padding column, an
-uncoalesced load) leave every output identical, so only the counters can catch them. The tests
-skip, saying why, only while ``minigpu.cuda`` has no ``counters`` (before issue 13 is merged)."""
-import pytest
-
+(``minigpu.cuda.counters()``): performance-only bugs (a lost padding column, an uncoalesced
+load) leave every output identical, so only the counters can catch them."""
 import minigpu.cuda
-
-needs_counters = pytest.mark.skipif(
-    not hasattr(minigpu.cuda, "counters"),
-    reason="minigpu.cuda.counters() (issue 13) is not merged yet: the performance-only bugs "
-           "(lost padding, uncoalesced loads) go unchecked until it is")
 
 
 def kernel_metrics(run, name):

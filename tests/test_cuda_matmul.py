@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from minigpu import backends
 from minigpu.backends import contract
-from counters import kernel_metrics, needs_counters
+from counters import kernel_metrics
 from strategies import ViewSpec, views
 
 cpu = backends.get("cpu")
@@ -165,7 +165,6 @@ def test_production_configuration():
     check(MM.matmul_register_tiled, a, b, **cfg)
 
 
-@needs_counters
 @pytest.mark.parametrize("layout", ["nn", "tn"])
 def test_tile_loads_are_coalesced(layout):
     """A 32x32x8 tile (64 threads, the production k-slice), A dense (K fastest) or transposed

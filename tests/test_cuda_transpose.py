@@ -11,7 +11,7 @@ from minigpu import backends
 from minigpu.backends.contract import View, contiguous_strides
 from minigpu.backends.cuda import memory, transpose
 from minigpu.lessons.coalescing import transpose_naive
-from counters import kernel_metrics, needs_counters
+from counters import kernel_metrics
 
 cuda = backends.get("cuda")
 VARIANTS = {
@@ -115,7 +115,6 @@ def test_contiguous_routes_transposes_to_tiled_kernel(monkeypatch, dtype):
     assert memory.contiguous(View(buf, (0, 3), (1, 0), 0)).size == 0
 
 
-@needs_counters
 @pytest.mark.parametrize("pad", [0, None])
 def test_production_tile_is_conflict_free(pad):
     """The padded production tile reads its columns with one shared wavefront per request;
