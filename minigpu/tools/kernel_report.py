@@ -512,6 +512,40 @@ def _in_process_run(patterns=None, log=None) -> tuple[list[KernelReport], dict]:
     return reports, meta
 
 
+def report_kernel(kernel, args, block, name=None, ptx=False, sass=False) -> KernelReport:
+    """The static sm_90 report of any ``@cuda.jit`` kernel: ``args`` are example arguments (NumPy
+    arrays and scalars type the signature), ``block`` the threads per block of its launch (for
+    the occupancy). ``ptx=True`` / ``sass=True`` keep the PTX / SASS text in ``report.extra``.
+    Needs a process without the simulator and the toolchain (raises :class:`ToolchainMissing`).
+    """
+    if _simulated():
+        raise RuntimeError("report_kernel compiles for a GPU: call it in a process without "
+                           "NUMBA_ENABLE_CUDASIM=1 (python -m minigpu.tools.kernel_report "
+                           "--kernel path.py:name does that for you)")
+    tools = toolchain()
+    if tools["missing"]:
+        raise ToolchainMissing(tools["missing"])
+    from numba.cuda import dispatcher
+    spec = KernelSpec(name or kernel.py_func.__name__, kernel, tuple(args), int(block))
+    real = dispatcher.get_current_device
+    dispatcher.get_current_device = _FakeDevice
+    try:
+        text = _compile_ptx(spec)
+    finally:
+        dispatcher.get_current_device = real
+    with tempfile.TemporaryDirectory(prefix="minigpu-kernel-report-") as tmp:
+        rep = _assemble(spec, text, Path(tmp), tools)
+        if sass:
+            cubin = next(Path(tmp).glob("*.cubin"), None)
+            rep.extra["sass"] = (subprocess.run([tools["nvdisasm"], "-c", str(cubin)],
+                                                capture_output=True, text=True).stdout
+                                 if tools["nvdisasm"] and cubin else
+                                 "(nvdisasm not installed: pip install nvidia-cuda-nvdisasm)")
+    if ptx:
+        rep.extra["ptx"] = text
+    return rep
+
+
 class ToolchainMissing(RuntimeError):
     def __init__(self, missing):
         self.missing = list(missing)

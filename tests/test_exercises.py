@@ -1,0 +1,84 @@
+"""The exercise grader (minigpu/exercises): it passes every reference solution, fails a buggy
+variant (wrong result or a sanitizer error) and a slow variant (over an access budget) of every
+exercise, and the command line works from a process without the simulator."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from minigpu import exercises
+from minigpu.exercises import grader
+
+VARIANTS = Path(__file__).parent / "exercise_variants"
+NAMES = [e.name for e in exercises.EXERCISES]
+SLOW = {"stencil": ["stencil_slow"], "histogram": ["histogram_slow"],
+        "transpose": ["transpose_slow", "transpose_uncoalesced"], "reduction": ["reduction_slow"]}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_reference_passes(name):
+    res = exercises.check(name, exercises.solution_path(name), static=False)
+    assert res.passed, res.text()
+    assert res.scores and all(v <= lim for _, v, lim in res.scores)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_buggy_variant_fails_correctness(name):
+    res = exercises.check(name, VARIANTS / f"{name}_buggy.py", static=False)
+    assert not res.passed
+    assert [layer for layer, _ in res.failures] == ["correctness"], res.text()
+    assert "docs/course/" in res.failures[0][1]
+
+
+@pytest.mark.parametrize("name,variant", [(n, v) for n in NAMES for v in SLOW[n]])
+def test_slow_variant_is_correct_but_over_budget(name, variant):
+    res = exercises.check(name, VARIANTS / f"{variant}.py", static=False)
+    layers = {layer for layer, _ in res.failures}
+    assert layers == {"budget"}, res.text()
+    assert all("docs/course/" in msg for _, msg in res.failures)
+
+
+def test_stub_is_graded_not_crashed():
+    res = exercises.check("stencil", exercises.stub_path("stencil"), static=False)
+    assert not res.passed and res.failures[0][0] == "correctness"
+    assert "wrong result" in res.failures[0][1]
+
+
+def test_every_exercise_has_stub_solution_and_variants():
+    for name in NAMES:
+        assert exercises.stub_path(name).exists() and exercises.solution_path(name).exists()
+        assert (VARIANTS / f"{name}_buggy.py").exists() and name in SLOW
+        assert "TODO" in exercises.stub_path(name).read_text()
+        assert (Path(__file__).parents[1] / exercises.BY_NAME[name].chapter).exists()
+
+
+def test_static_limits_on_canned_reports():
+    from minigpu.tools.kernel_report import KernelReport
+    ex = exercises.BY_NAME["reduction"]
+    good = KernelReport("k", 128, "float32", registers=20, occupancy=1.0)
+    assert grader.static_limits(ex, good) == []
+    bad = KernelReport("k", 128, "float32", registers=200, spill_stores=8, f64=3,
+                       occupancy=0.25, limited_by="registers")
+    msgs = grader.static_limits(ex, bad)
+    assert len(msgs) == 4 and all("docs/course/" in m for m in msgs)
+
+
+def test_cli_from_a_process_without_the_simulator(tmp_path):
+    """stub + check as the README runs them: the grader restarts itself on the simulator, and
+    layer (c) runs or says it was skipped."""
+    env = dict(os.environ)
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    run = lambda *a: subprocess.run([sys.executable, "-m", "minigpu.exercises", *a],
+                                    capture_output=True, text=True, env=env, cwd=tmp_path)
+    listed = run("list")
+    assert listed.returncode == 0 and all(n in listed.stdout for n in NAMES)
+    assert run("stub", "histogram", "mine.py").returncode == 0
+    failed = run("check", "histogram", "mine.py", "--no-static")
+    assert failed.returncode == 1 and "FAILED" in failed.stdout
+    (tmp_path / "mine.py").write_text(exercises.solution_path("histogram").read_text())
+    ok = run("check", "histogram", "mine.py")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "PASSED" in ok.stdout
+    assert "sm_90:" in ok.stdout or "layer c) skipped" in ok.stdout
