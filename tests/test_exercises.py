@@ -110,3 +110,11 @@ def test_static_layer_catches_float64():
     res = exercises.check("epilogue", VARIANTS / "epilogue_float64.py")
     assert [layer for layer, _ in res.failures] == ["static"], res.text()
     assert "float64" in res.failures[0][1] and "docs/course/" in res.failures[0][1]
+
+
+def test_readme_shows_the_path_the_cli_test_runs():
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    for cmd in ("pip install -e . && .venv/bin/python -m minigpu.exercises list",
+                "minigpu.exercises stub stencil my_stencil.py",
+                "minigpu.exercises check stencil my_stencil.py"):
+        assert cmd in readme
