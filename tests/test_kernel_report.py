@@ -182,3 +182,18 @@ def test_report_kernel_refuses_a_simulated_process():
     from minigpu.exercises.solutions.stencil import kernel
     with pytest.raises(RuntimeError, match="without"):
         mi.report_kernel(kernel, (), 32)
+
+
+def test_register_counts_in_the_lessons_doc_are_current(report):
+    """docs/lessons.md's static tables quote registers per kernel: every row named exactly
+    like a reported kernel must match this compiler's count (so the doc cannot go stale)."""
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).parents[1] / "docs" / "lessons.md").read_text()
+    regs = {k["name"]: k["registers"] for k in report["kernels"]}
+    quoted = {m.group(1): int(m.group(2))
+              for m in re.finditer(r"^\| ([\w.\[\]x,]+) \| \**(\d+)\** \|", doc, re.M)}
+    checked = {name: n for name, n in quoted.items() if name in regs}
+    assert checked, "no kernel of the report is quoted in docs/lessons.md"
+    assert {name: regs[name] for name in checked} == checked
