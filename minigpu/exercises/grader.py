@@ -113,10 +113,15 @@ def _correct(ex, module, res) -> bool:
             where = tuple(int(v) for v in bad[0]) if len(bad) else ()
             res.failures.append(("correctness", f"shape {shape}: wrong result, "
                                  f"{len(bad)} of {want.size} elements differ; first at index "
-                                 f"{where}: got {got[where]}, expected {want[where]} "
+                                 f"{where}: got {got[where]}{_unwritten(got[where])}, "
+                                 f"expected {want[where]} "
                                  f"(see {ex.chapter})"))
             return False
     return True
+
+
+def _unwritten(value):
+    return " (never written: float outputs start as NaN)" if np.isnan(value) else ""
 
 
 class _GlobalAtomics:
