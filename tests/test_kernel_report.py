@@ -147,3 +147,53 @@ def test_registry_names_are_unique_and_cover_the_lessons():
     for needle in ("transpose.tiled_padded", "matmul.register_tiled", "optim.adam", "lstm.cell",
                    "elementwise.unary_dense[leaky_relu]"):
         assert any(n.startswith(needle) for n in names), needle
+
+
+def _any_kernel_cli(*extra):
+    env = dict(os.environ)
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    return subprocess.run([sys.executable, "-m", "minigpu.tools.kernel_report", *extra],
+                          capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_any_kernel_by_path_and_by_module(tmp_path):
+    """The report of a kernel that is not in the registry: a file path or a module, typed by
+    a signature or by example arguments; --ptx appends the PTX."""
+    src = tmp_path / "mine.py"
+    src.write_text("from numba import cuda\n\n\n@cuda.jit\ndef saxpy(a, x, y):\n"
+                   "    i = cuda.grid(1)\n    if i < x.shape[0]:\n        y[i] = a * x[i] + y[i]\n")
+    by_path = _any_kernel_cli("--kernel", f"{src}:saxpy", "--signature",
+                              "float32, float32[::1], float32[::1]", "--block", "128", "--ptx")
+    if by_path.returncode == mi.TOOLCHAIN_MISSING:
+        pytest.skip(f"CUDA compiler toolchain not installed: {by_path.stderr.strip()}")
+    assert by_path.returncode == 0, by_path.stderr[-2000:]
+    out = by_path.stdout
+    assert "registers per thread" in out and "occupancy             100%" in out
+    assert "float64 instructions  0" in out and ".visible .entry" in out   # the PTX
+    by_module = _any_kernel_cli("--kernel", "minigpu.exercises.solutions.histogram:kernel",
+                                "--args", "np.zeros(4, np.int32), np.zeros(16, np.int32)",
+                                "--block", "64", "--json")
+    assert by_module.returncode == 0, by_module.stderr[-2000:]
+    rep = json.loads(by_module.stdout)
+    assert rep["smem"] == 64 and rep["spill_stores"] == 0 and rep["f64"] == 0
+
+
+def test_report_kernel_refuses_a_simulated_process():
+    from minigpu.exercises.solutions.stencil import kernel
+    with pytest.raises(RuntimeError, match="without"):
+        mi.report_kernel(kernel, (), 32)
+
+
+def test_register_counts_in_the_lessons_doc_are_current(report):
+    """docs/lessons.md's static tables quote registers per kernel: every row named exactly
+    like a reported kernel must match this compiler's count (so the doc cannot go stale)."""
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).parents[1] / "docs" / "lessons.md").read_text()
+    regs = {k["name"]: k["registers"] for k in report["kernels"]}
+    quoted = {m.group(1): int(m.group(2))
+              for m in re.finditer(r"^\| ([\w.\[\]x,]+) \| \**(\d+)\** \|", doc, re.M)}
+    checked = {name: n for name, n in quoted.items() if name in regs}
+    assert checked, "no kernel of the report is quoted in docs/lessons.md"
+    assert {name: regs[name] for name in checked} == checked

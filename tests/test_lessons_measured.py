@@ -50,6 +50,9 @@ def test_bank_conflicts_padding_takes_32_wavefronts_to_1(m):
 def test_reduction_ladder(m):
     x = m["reduction"]
     assert x["interleaved"]["warp_efficiency"] < 0.6 * x["sequential"]["warp_efficiency"]
+    # the first rung diverges but does not bank-conflict (lessons/reduction.py says so)
+    assert per_request(x["interleaved"], "shared", "load") == 1
+    assert len(x) == 6   # "six rungs" (docs/lessons.md)
     assert x["first_add"]["shared_load_requests"] < x["sequential"]["shared_load_requests"]
     assert x["shuffle_tail"]["barriers"] < x["first_add"]["barriers"] < x["sequential"]["barriers"]
     assert x["grid_two_pass"]["bytes_moved"] <= min(v["bytes_moved"] for v in x.values())

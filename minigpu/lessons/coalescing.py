@@ -1,7 +1,8 @@
 """Coalesced vs strided global access.
 
-A warp's 32 loads or stores become one 128-byte transaction only when they hit consecutive
-addresses. A transpose cannot read *and* write consecutively — one side is always strided —
+Global memory moves 32-byte sectors: a warp's 32 float32 loads or stores touch 4 sectors (128
+useful bytes) only when they hit consecutive addresses (one element misaligned: 5; strided: 32,
+see tests/test_counters.py). A transpose cannot read *and* write consecutively — one side is always strided —
 unless it reshuffles through shared memory. Three ways to make the transpose of a dense
 (R, C) matrix dense:
 

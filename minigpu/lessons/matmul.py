@@ -1,12 +1,13 @@
 """The matmul ladder: four kernels for C[b] = A[b] @ B[b], each fixing what limits the one
 before. The last rung is production (``backends/cuda/matmul.py``, register-tiled).
 
-1. ``matmul_naive``          one thread per C element, threadIdx.x along M: a warp reads 32
-                             different rows of A (32 separate transactions) and writes C with
-                             stride N. Correct, and memory-bound at a fraction of bandwidth.
-2. ``matmul_coalesced``      the same work with threadIdx.x along N: a warp reads one A element
-                             (broadcast) and 32 consecutive B elements (one transaction), and
-                             writes 32 consecutive C elements.
+1. ``matmul_naive``          one thread per C element, threadIdx.x along M: a warp of a 16x16
+                             block (16 m x 2 n) reads 16 different rows of A (16 sectors for 64
+                             useful bytes) and writes C with stride N. Correct, and memory-bound
+                             at a fraction of bandwidth.
+2. ``matmul_coalesced``      the same work with threadIdx.x along N: a warp (2 m x 16 n) reads
+                             two A elements (each a broadcast) and 16 consecutive B elements (2
+                             sectors), and writes 16 consecutive C elements per row.
 3. ``matmul_tiled``          TILE x TILE tiles of A and B staged in shared memory: every global
                              element is loaded once per tile instead of once per thread,
                              cutting global traffic by TILE.
@@ -48,12 +49,13 @@ def matmul_simple_kernel(dtype, warp_along_n: bool):
 
         Thread mapping: x = blockIdx.x*blockDim.x + threadIdx.x, y likewise; (m, n) = (x, y)
         for the naive rung, (y, x) for the coalesced one; grid z over batches.
-        Naive: the 32 lanes of a warp have 32 consecutive m, so each k step reads A at 32
-        addresses K apart (32 transactions for 128 useful bytes), reads one B element
-        (broadcast), and the final store writes C with stride N.
-        Coalesced: a warp shares one m: each k step reads one A element (broadcast) and 32
-        consecutive B elements (one transaction when B is row-major), and the store writes 32
-        consecutive C elements. Same arithmetic, several times the effective bandwidth.
+        Naive: with 16x16 blocks a warp is 16 consecutive m x 2 n, so each k step reads A at
+        16 addresses K apart (16 sectors for 64 useful bytes), two B elements (broadcast to 16
+        lanes each), and the final store writes C with stride N.
+        Coalesced: a warp is 2 m x 16 consecutive n: each k step reads two A elements
+        (broadcasts) and 16 consecutive B elements (2 sectors when B is row-major), and the
+        store writes 16 consecutive C elements per row. Same arithmetic, several times the
+        effective bandwidth.
         Either way every operand element is re-read from global memory by M or N threads."""
         x = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
         y = cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y

@@ -3,9 +3,10 @@
 ``reduce`` (``backends/cuda/reduce.py``).
 
 (a) ``interleaved``   shared-memory tree, ``tid % (2*s)`` picks the active threads: divergent
-                      warps and a strided, bank-conflicted access pattern.
+                      warps (no bank conflicts: the counters show 1 wavefront per shared
+                      request; Harris's conflicted rung, strided indices, is skipped).
 (b) ``sequential``    active threads are ``tid < s``: whole warps retire together, and the
-                      accesses are contiguous (no bank conflicts).
+                      accesses are contiguous.
 (c) ``first_add``     each thread adds two elements while loading: half the blocks, and no
                       thread idles in the first tree step.
 (d) ``shuffle_tail``  the last 32 partial sums are combined with ``shfl_down_sync`` inside
@@ -49,8 +50,9 @@ def sum_interleaved_kernel(dtype, block):
         One thread per element, 1-D blocks of ``block``; each thread stores its element in
         shared memory, then the tree doubles the stride s: threads with tid % (2s) == 0 add
         sdata[tid + s]. The modulo keeps only every 2s-th thread active, so every warp
-        diverges at every step (and ``%`` is slow); the active threads touch addresses 2s apart
-        (shared-memory bank conflicts)."""
+        diverges at every step (and ``%`` is slow). The active lanes of a warp touch distinct
+        banks (addresses 2s apart, at most 16 of them): no bank conflict, 1 wavefront per
+        shared request."""
         sdata = cuda.shared.array(block, nbtype)
         tid = cuda.threadIdx.x
         i = cuda.blockIdx.x * block + tid

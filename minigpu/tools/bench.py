@@ -18,7 +18,8 @@ How it measures
     Variants that return a buffer are checked against the first variant (``check`` column).
 
 ``--smoke`` runs tiny sizes on Numba's CUDA simulator (the test suite does), to prove that every
-lesson and op runs end to end; its timings are meaningless and labelled so. ``--json PATH``
+lesson and op runs end to end; there it times nothing (a simulated time means nothing) and
+prints each variant's launches and counters (``minigpu.cuda.counters()``) instead. ``--json PATH``
 writes the rows, ``--save`` writes them to ``benchmarks/results/<date>_<device>_<suite>.json``.
 """
 from __future__ import annotations
@@ -34,7 +35,7 @@ from pathlib import Path
 
 SUITE_NAMES = ("lessons", "ops", "train")
 # The suites, the timer and the lessons import Numba: ``main`` imports them only once it has
-# decided whether to simulate (``--smoke`` turns the simulator on before Numba's first import).
+# decided whether to simulate (``--smoke`` without NUMBA_ENABLE_CUDASIM restarts with it =1).
 
 
 # --- running and reporting -----------------------------------------------------------------------
@@ -47,22 +48,32 @@ def _host(result):
 
 
 def run_group(group, suite: str, timer, copy_gbps, ctx) -> list[dict]:
-    """Time every variant of ``group`` (a ``suites.Group``); one row per variant."""
-    import numpy as np
-
+    """Time every variant of ``group`` (a ``suites.Group``); one row per variant. On the
+    simulator, count instead: each variant's launches and counters, no time."""
     rows = []
     if group.skipped or not group.variants:
         rows.append(dict(suite=suite, group=group.name, variant="(skipped)", size=group.size,
                          note=group.skipped or "no variants"))
         return rows
+    from ..backends.cuda.device import SIMULATOR
+
     first_ms = first_out = None
     for k, (name, fn) in enumerate(group.variants):
         row = dict(suite=suite, group=group.name, variant=name, size=group.size,
                    unit=group.unit)
         try:
-            ms, result = timer.measure(fn)
+            if SIMULATOR:  # no time worth printing: what the counters see instead
+                launches, result = timer.count(fn)
+            else:
+                ms, result = timer.measure(fn)
         except Exception as exc:  # report and go on: one broken variant must not hide others
             row.update(error=f"{type(exc).__name__}: {exc}"[:300])
+            rows.append(row)
+            continue
+        if SIMULATOR:
+            row.update(_counted(launches), note=group.notes.get(name, ""))
+            _check(group, k, result, row, first_out)
+            first_out = first_out if k else _host(result)
             rows.append(row)
             continue
         rate = group.work / (ms * 1e-3) / (1e9 if group.unit != "samples/s" else 1)
@@ -72,15 +83,10 @@ def run_group(group, suite: str, timer, copy_gbps, ctx) -> list[dict]:
         row["x_first"] = first_ms / ms
         if group.memory_bound and copy_gbps:
             row["pct_copy"] = 100 * rate / copy_gbps
-        if group.check:
-            out = _host(result)
-            if k == 0:
-                first_out = out
-            elif out is not None and first_out is not None:
-                ok = out.shape == first_out.shape and np.allclose(out, first_out, **group.tol)
-                row["check"] = "equal" if ok else "DIFFERS"
+        _check(group, k, result, row, first_out)
+        first_out = first_out if k else _host(result)
         rows.append(row)
-    if group.reference:
+    if group.reference and not SIMULATOR:
         name, fn = group.reference
         try:
             ms = ctx.ref.time(fn, timer.warmup, timer.repeat)
@@ -97,6 +103,31 @@ def run_group(group, suite: str, timer, copy_gbps, ctx) -> list[dict]:
     return rows
 
 
+COUNTED = ("global_load_sectors", "global_store_sectors", "shared_load_wavefronts", "barriers",
+           "atomics")
+
+
+def _counted(launches) -> dict:
+    """A variant's launches and the sums of its main counters (simulator runs)."""
+    from ..simulator.counters import total
+    row = dict(launches=len(launches))
+    if launches:
+        row.update({m: total(launches)[m] for m in COUNTED})
+    return row
+
+
+def _check(group, k, result, row, first_out):
+    """row["check"]: does variant k's result equal the first variant's?"""
+    import numpy as np
+
+    if not group.check or k == 0:
+        return
+    out = _host(result)
+    if out is not None and first_out is not None:
+        ok = out.shape == first_out.shape and np.allclose(out, first_out, **group.tol)
+        row["check"] = "equal" if ok else "DIFFERS"
+
+
 def format_rows(rows, meta) -> str:
     out = []
     group = None
@@ -108,6 +139,12 @@ def format_rows(rows, meta) -> str:
             out.append(f"== {row['suite']} / {group}: {row.get('size', '')}")
         if "error" in row:
             out.append(f"  {row['variant']:60s} ERROR {row['error']}")
+            continue
+        if "launches" in row:
+            cells = [f"{row['launches']} launches"] + [
+                f"{m.replace('_', ' ')} {row[m]:,}" for m in COUNTED if m in row]
+            cells += [row[c] for c in ("check", "note") if row.get(c)]
+            out.append(f"  {row['variant']:60s} " + "  ".join(cells))
             continue
         if "ms" not in row:
             out.append(f"  {row['variant']:60s} {row.get('note', '')}")
@@ -182,8 +219,12 @@ def main(argv=None) -> int:
         for lesson in lessons.ALL:
             print("  " + lesson.describe())
         return 0
-    if args.smoke and "numba" not in sys.modules:
-        os.environ["NUMBA_ENABLE_CUDASIM"] = "1"  # before numba is first imported
+    if args.smoke and "NUMBA_ENABLE_CUDASIM" not in os.environ:
+        # minigpu installs its simulator (sanitizer, counters) at import when the variable is
+        # set: start again with it
+        os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+        os.execv(sys.executable, [sys.executable, "-m", "minigpu.tools.bench",
+                                  *(sys.argv[1:] if argv is None else argv)])
     from ..backends.cuda import device
 
     if not device.SIMULATOR:
@@ -201,16 +242,20 @@ def main(argv=None) -> int:
     ctx = Context(smoke=args.smoke)
     timer = Timer(ctx, warmup, repeat)
     dev_name = device_name(device)
-    if device.SIMULATOR:
-        print("*** Numba CUDA simulator: every timing below is MEANINGLESS (this run only "
-              "proves that the harness and every lesson work) ***")
-    elif args.smoke:
-        print("*** smoke sizes: timings are not representative ***")
-    copy_gbps, copy_ms = copy_bandwidth(ctx, timer)
     ref = ctx.ref.name if ctx.ref else None
-    print(f"device: {dev_name}; median of {repeat} runs after {warmup} warm-up; "
-          f"device-to-device copy: {copy_gbps:.1f} GB/s; reference library: "
-          f"{ref or 'none importable'}")
+    if device.SIMULATOR:
+        print("*** Numba CUDA simulator: no timings (they would be MEANINGLESS); each variant "
+              "runs once and shows its launches and the simulator's counters (sums over its "
+              "launches; python -m minigpu.lessons explains them) ***")
+        copy_gbps = None
+        print(f"device: {dev_name}")
+    else:
+        if args.smoke:
+            print("*** smoke sizes: timings are not representative ***")
+        copy_gbps, copy_ms = copy_bandwidth(ctx, timer)
+        print(f"device: {dev_name}; median of {repeat} runs after {warmup} warm-up; "
+              f"device-to-device copy: {copy_gbps:.1f} GB/s; reference library: "
+              f"{ref or 'none importable'}")
     suites = SUITE_NAMES if args.suite == "all" else (args.suite,)
     rows = []
     for suite in suites:

@@ -22,6 +22,8 @@ For every kernel in :func:`registry` (each family's production configuration, fl
     python -m minigpu.tools.kernel_report --kernel matmul    # kernels whose name contains 'matmul'
     python -m minigpu.tools.kernel_report --json             # machine-readable
     python -m minigpu.tools.kernel_report --check            # exit 1 if a goal below is missed
+    python -m minigpu.tools.kernel_report --kernel my_kernels.py:saxpy --signature \
+        "float32, float32[::1], float32[::1]" --block 256 [--ptx] [--sass]   # any kernel
 
 Goals (``--check``): no spills; no float64 instruction in a float32 kernel (unless the
 registry says why one is expected); GEMM FFMA : LDS >= 4.
@@ -40,6 +42,7 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib
+import importlib.util
 import json
 import os
 import re
@@ -307,7 +310,7 @@ def _compile_ptx(spec: KernelSpec) -> str:
     import numba
     from numba import cuda
 
-    sig = tuple(numba.typeof(a) for a in spec.args)
+    sig = tuple(a if isinstance(a, numba.types.Type) else numba.typeof(a) for a in spec.args)
     opts = spec.kernel.targetoptions
     ptx, _ = cuda.compile_ptx(spec.kernel.py_func, sig, cc=CC, fastmath=opts.get("fastmath",
                               False), launch_bounds=opts.get("launch_bounds"))
@@ -512,6 +515,40 @@ def _in_process_run(patterns=None, log=None) -> tuple[list[KernelReport], dict]:
     return reports, meta
 
 
+def report_kernel(kernel, args, block, name=None, ptx=False, sass=False) -> KernelReport:
+    """The static sm_90 report of any ``@cuda.jit`` kernel: ``args`` are example arguments (NumPy
+    arrays and scalars type the signature) or Numba types (``numba.float32[::1]``), ``block`` the threads per block of its launch (for
+    the occupancy). ``ptx=True`` / ``sass=True`` keep the PTX / SASS text in ``report.extra``.
+    Needs a process without the simulator and the toolchain (raises :class:`ToolchainMissing`).
+    """
+    if _simulated():
+        raise RuntimeError("report_kernel compiles for a GPU: call it in a process without "
+                           "NUMBA_ENABLE_CUDASIM=1 (python -m minigpu.tools.kernel_report "
+                           "--kernel path.py:name does that for you)")
+    tools = toolchain()
+    if tools["missing"]:
+        raise ToolchainMissing(tools["missing"])
+    from numba.cuda import dispatcher
+    spec = KernelSpec(name or kernel.py_func.__name__, kernel, tuple(args), int(block))
+    real = dispatcher.get_current_device
+    dispatcher.get_current_device = _FakeDevice
+    try:
+        text = _compile_ptx(spec)
+    finally:
+        dispatcher.get_current_device = real
+    with tempfile.TemporaryDirectory(prefix="minigpu-kernel-report-") as tmp:
+        rep = _assemble(spec, text, Path(tmp), tools)
+        if sass:
+            cubin = next(Path(tmp).glob("*.cubin"), None)
+            rep.extra["sass"] = (subprocess.run([tools["nvdisasm"], "-c", str(cubin)],
+                                                capture_output=True, text=True).stdout
+                                 if tools["nvdisasm"] and cubin else
+                                 "(nvdisasm not installed: pip install nvidia-cuda-nvdisasm)")
+    if ptx:
+        rep.extra["ptx"] = text
+    return rep
+
+
 class ToolchainMissing(RuntimeError):
     def __init__(self, missing):
         self.missing = list(missing)
@@ -624,13 +661,74 @@ def to_json(reports: list[KernelReport], meta: dict) -> str:
     return json.dumps(dict(meta=meta, kernels=kernels, failures=check(reports)), indent=1)
 
 
+def load_kernel(target: str):
+    """``path/to/file.py:name`` or ``package.module:name`` -> the kernel object."""
+    where, _, name = target.rpartition(":")
+    if where.endswith(".py") or os.sep in where:
+        spec = importlib.util.spec_from_file_location(Path(where).stem, where)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(where)
+    kernel = getattr(module, name, None)
+    if kernel is None or not hasattr(kernel, "py_func"):
+        raise SystemExit(f"{target}: no @cuda.jit kernel named {name!r} in {where}")
+    return kernel
+
+
+def _example_args(args):
+    """The argument types from ``--signature`` (Numba types) or ``--args`` (Python values)."""
+    import numba
+    import numpy as np
+    if args.signature:
+        return eval(f"({args.signature},)", dict(vars(numba.types)))  # noqa: S307 (user's CLI)
+    return eval(f"({args.args},)", {"np": np, "numpy": np})  # noqa: S307
+
+
+def _one_kernel(args) -> int:
+    kernel = load_kernel(args.kernel[0])
+    try:
+        rep = report_kernel(kernel, _example_args(args), args.block, name=args.kernel[0],
+                            ptx=args.ptx, sass=args.sass)
+    except ToolchainMissing as exc:
+        print(exc, file=sys.stderr)
+        return TOOLCHAIN_MISSING
+    if args.json:
+        print(json.dumps(asdict(rep), indent=1))
+        return 0
+    if rep.error:
+        print(f"{rep.name}: {rep.error}")
+        return 1
+    print(f"{rep.name} (sm_90, {rep.block} threads per block)\n"
+          f"  registers per thread  {rep.registers}\n"
+          f"  spills                {rep.spill_stores} B stored, {rep.spill_loads} B loaded\n"
+          f"  static shared memory  {rep.smem} B\n"
+          f"  occupancy             {rep.occupancy:.0%} ({rep.warps_per_sm} warps per SM, "
+          f"limited by {rep.limited_by})\n"
+          f"  float64 instructions  {rep.f64}")
+    for key in ("ptx", "sass"):
+        if key in rep.extra:
+            print(f"\n--- {key.upper()} ---\n{rep.extra[key]}")
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m minigpu.tools.kernel_report",
         description="Compile every minigpu kernel for sm_90 and report registers, spills, "
                     "shared memory, H200 occupancy, float64 use and the GEMM FFMA:LDS ratio.")
     parser.add_argument("--kernel", action="append", metavar="NAME",
-                        help="only kernels whose name contains NAME (repeatable)")
+                        help="only kernels whose name contains NAME (repeatable); or any "
+                             "kernel: path/to/file.py:name or package.module:name, with "
+                             "--signature or --args")
+    parser.add_argument("--signature", help="argument types of a path:name kernel, e.g. "
+                        "'float32[::1], float32[:, ::1], int64'")
+    parser.add_argument("--args", help="example arguments of a path:name kernel, e.g. "
+                        "'np.zeros(100, np.float32), 3'")
+    parser.add_argument("--block", type=int, default=256,
+                        help="threads per block of a path:name kernel (for the occupancy)")
+    parser.add_argument("--ptx", action="store_true", help="also print the PTX")
+    parser.add_argument("--sass", action="store_true", help="also print the SASS (nvdisasm)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
     parser.add_argument("--check", action="store_true",
                         help="exit with status 1 when a goal is missed")
@@ -641,6 +739,10 @@ def main(argv=None) -> int:
         cmd = [sys.executable, "-m", "minigpu.tools.kernel_report", *(sys.argv[1:] if argv is None
                                                           else argv)]
         return subprocess.run(cmd, env=_env_without_simulator()).returncode
+    if args.kernel and ":" in args.kernel[0]:
+        if len(args.kernel) != 1 or not (args.signature or args.args):
+            parser.error("a path:name kernel takes one --kernel and --signature or --args")
+        return _one_kernel(args)
     if args.list:
         print("\n".join(s.name for s in registry()))
         return 0

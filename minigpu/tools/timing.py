@@ -89,6 +89,14 @@ class Timer:
                 times.append(self.nbcuda.event_elapsed_time(start, end))
         return statistics.median(times), result
 
+    def count(self, fn):
+        """On the simulator, instead of a time: (the launches of one call with their counters
+        (:func:`minigpu.cuda.counters`), its result)."""
+        from ..simulator.counters import counters
+        with counters() as launches:
+            result = fn()
+        return launches, result
+
 
 def copy_bandwidth(ctx, timer):
     """GB/s of a device-to-device copy (``cudaMemcpyAsync``) of 256 MiB (read + write)."""

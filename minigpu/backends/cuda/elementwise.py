@@ -15,7 +15,7 @@ How the family is built
 
 Lesson 1: the contiguous fast path vs the strided/broadcast path
     ``*_dense`` kernels index ``x[offset + i]`` directly: consecutive threads touch consecutive
-    addresses (one 128-byte transaction per warp per operand) and the only index math is an
+    addresses (4 32-byte sectors per warp per float32 operand) and the only index math is an
     add. ``*_strided`` kernels turn the output index into a buffer position with
     :func:`strided.strided_offset`, a chain of 64-bit div/mod per dimension and operand. Before
     launching, the host merges dimensions that are contiguous with respect to each other in

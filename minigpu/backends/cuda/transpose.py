@@ -112,7 +112,7 @@ def tiled_kernel(tile: int, block_rows: int, pad: int, dtype):
         2 per lane in half-warp phases, also conflict-free). Out-of-range lanes skip the
         global access but still reach both barriers.
         Faster than the naive transpose: every global access coalesced (the shuffle happens
-        in shared memory, ~100x the bandwidth of DRAM), each element read and written once.
+        in shared memory: ~7x DRAM's bandwidth on an H200, ~33 vs 4.8 TB/s, and far lower latency), each element read and written once.
         """
         tx = cuda.threadIdx.x
         ty = cuda.threadIdx.y

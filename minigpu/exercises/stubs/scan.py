@@ -1,0 +1,24 @@
+"""Exercise ``scan`` (chapter 7: scan, docs/course/07-scan.md).
+
+Block-wise inclusive scan: out[i] = x[s] + ... + x[i], where s = (i // TPB) * TPB is the first
+index of i's block (a full-array scan then adds each block's total: see the chapter). float32.
+The grader launches ``kernel[ceil(n / TPB), TPB](x, out)`` on ragged n.
+
+Budgets: read each input from global memory once (global load sectors per output <= 0.3) and
+at most 2 * log2(TPB) + 1 barriers per block (Hillis-Steele in shared memory).
+Check it: python -m minigpu.exercises check scan this_file.py
+"""
+from numba import cuda, float32
+
+TPB = 64
+
+
+@cuda.jit
+def kernel(x, out):
+    buf = cuda.shared.array(TPB, float32)
+    t = cuda.threadIdx.x
+    i = cuda.blockIdx.x * TPB + t
+    # TODO 1: buf[t] = x[i] (0 past the end), then a barrier.
+    # TODO 2: for d = 1, 2, 4, ... < TPB: read v = buf[t - d] (0 when t < d), barrier,
+    #         buf[t] += v, barrier.
+    # TODO 3: threads with i < n write out[i] = buf[t].
