@@ -121,7 +121,8 @@ def zeros_with_window(g: Tensor, shape, window) -> Tensor:
 class Permute(Function):
     def forward(self, x, dims):
         self.dims = dims
-        return _strided(x, [x.shape[d] for d in dims], [x._strides[d] for d in dims], x._offset)
+        return _strided(x, tuple([x.shape[d] for d in dims]), tuple([x._strides[d] for d in dims]),
+                        x._offset)
 
     def backward(self, g):
         return permute(g, *np.argsort(self.dims)), None
