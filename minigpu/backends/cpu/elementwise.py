@@ -45,9 +45,11 @@ def _scalar(value, dtype):
 
 
 def unary(op, x, alpha=0.0, beta=0.0):
-    a = array(x)
+    a = dense_flat(x)  # a dense operand: the map runs on its flat buffer
+    if a is None:
+        a = array(x)
     out = _quietly(_UNARY[op], a, _scalar(alpha, a.dtype), _scalar(beta, a.dtype))
-    return flat(out, dtype=result_dtype(op, a.dtype))
+    return fresh(out, result_dtype(op, a.dtype), a)
 
 
 def binary(op, x, y, alpha=0.0, beta=0.0):
@@ -55,7 +57,7 @@ def binary(op, x, y, alpha=0.0, beta=0.0):
         a, b = dense_flat(x), dense_flat(y)
         if a is not None and b is not None:
             out = _quietly(_BINARY[op], a, b, _scalar(alpha, a.dtype), _scalar(beta, a.dtype))
-            return fresh(out, result_dtype(op, a.dtype))
+            return fresh(out, result_dtype(op, a.dtype), a, b)
     a, b = array(x), array(y)
     out = _quietly(_BINARY[op], a, b, _scalar(alpha, a.dtype), _scalar(beta, a.dtype))
     return flat(out, dtype=result_dtype(op, a.dtype))

@@ -45,10 +45,11 @@ def _dense_layout(shape: tuple) -> tuple:
     return contiguous_strides(shape), numel(shape)
 
 
-def fresh(out, dtype) -> np.ndarray:
-    """``flat(out, dtype)`` for a map's result; a new 1-D array of the right dtype (what a
-    NumPy ufunc returns for 1-D inputs) is returned as it is."""
-    if out.base is None and out.dtype == dtype and out.ndim == 1 and out.flags.writeable:
+def fresh(out, dtype, x, y=None) -> np.ndarray:
+    """``flat(out, dtype)`` for a map's result on the flat operands x (and y): a new 1-D array
+    of the right dtype (what a NumPy ufunc returns for 1-D inputs) is returned as it is."""
+    if (out.base is None and out.dtype == dtype and out.ndim == 1 and out.flags.writeable
+            and out is not x and out is not y):
         return out
     return flat(out, dtype=dtype)
 
