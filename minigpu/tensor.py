@@ -144,7 +144,7 @@ class Tensor(TensorMethods):
 
     @classmethod
     def _full(cls, shape, value, dtype, device):
-        dev = Device(device)
+        dev = device if type(device) is Device else Device(device)  # ops pass a Device
         return cls._dense(backends.get(dev.type).full(numel(shape), value, dtype), shape, dev)
 
     def _make_view(self, shape, strides, offset):
