@@ -120,6 +120,20 @@ class Tensor(TensorMethods):
         return cls(buf, shape, contiguous_strides(shape), 0, device)
 
     @classmethod
+    def _result(cls, buf, shape, device):
+        """``_dense`` for an op's output, without ``__init__``'s conversions: ops pass a tuple
+        of ints and a Device (this runs once per op)."""
+        t = object.__new__(cls)
+        t._buf = buf
+        t.shape = shape if type(shape) is Size else Size(shape)
+        t._strides = contiguous_strides(shape)
+        t._offset = 0
+        t.device = device
+        t.dtype = np.dtype(buf.dtype)
+        t._version_counter = [0]  # shared with every view of the same buffer
+        return t
+
+    @classmethod
     def _from_array(cls, array, device, dtype=None, requires_grad=False):
         a = np.asarray(array, dtype=_check_dtype(dtype))
         if a.dtype not in _DTYPES:
@@ -130,7 +144,7 @@ class Tensor(TensorMethods):
 
     @classmethod
     def _full(cls, shape, value, dtype, device):
-        dev = Device(device)
+        dev = device if type(device) is Device else Device(device)  # ops pass a Device
         return cls._dense(backends.get(dev.type).full(numel(shape), value, dtype), shape, dev)
 
     def _make_view(self, shape, strides, offset):

@@ -9,7 +9,7 @@ from ..tensor import Tensor, float32, int64
 
 def new(buf, shape, like: Tensor) -> Tensor:
     """A dense tensor on ``like``'s device holding a primitive's output buffer."""
-    return Tensor._dense(buf, shape, like.device)
+    return Tensor._result(buf, shape, like.device)
 
 
 def check_same_device(*tensors):

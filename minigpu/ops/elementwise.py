@@ -185,6 +185,8 @@ def _float_scalar_op(x, value):
 def add(a, b, alpha=1):
     if alpha != 1:
         b = b * alpha
+    if isinstance(b, Tensor) and isinstance(a, Tensor):  # two tensors: no scalar path to try
+        return Add.apply(*tensor_operands(a, b))
     if isinstance(a, Tensor) and _is_scalar(b) and a.dtype.kind == "f":
         return Affine.apply(a, alpha=1.0, beta=float(b))
     if isinstance(b, Tensor) and _is_scalar(a) and b.dtype.kind == "f":
@@ -208,6 +210,8 @@ def rsub(a, b):
 
 
 def mul(a, b):
+    if isinstance(b, Tensor) and isinstance(a, Tensor):  # two tensors: no scalar path to try
+        return Mul.apply(*tensor_operands(a, b))
     if isinstance(a, Tensor) and _is_scalar(b) and a.dtype.kind == "f":
         return Affine.apply(a, alpha=float(b), beta=0.0)
     if isinstance(b, Tensor) and _is_scalar(a) and b.dtype.kind == "f":

@@ -36,6 +36,8 @@ def _batched_layout(shape, strides):
 
 
 def _batched_operand(t: Tensor, shape):
+    if len(shape) == 2 and t.shape == shape:  # a plain matrix: one batch of stride 0
+        return View(t._buf, (1,) + shape, (0,) + t._strides, t._offset)
     v = expand_view(t, shape)
     merged = _as_batched(v)
     if merged is None:
@@ -53,7 +55,7 @@ class MatMul(Function):
         va = _batched_operand(a, batch + (m, k))
         vb = _batched_operand(b, batch + (k, n))
         self.save_for_backward(a, b)
-        return Tensor._dense(a.backend.matmul(va, vb), batch + (m, n), a.device)
+        return Tensor._result(a.backend.matmul(va, vb), batch + (m, n), a.device)
 
     def backward(self, g):
         a, b = self.saved_tensors
@@ -70,24 +72,25 @@ def matmul(a, b):
     if not isinstance(a, Tensor) or not isinstance(b, Tensor):
         raise TypeError("matmul(): both arguments must be Tensors")
     check_same_device(a, b)
-    if a.ndim == 0 or b.ndim == 0:
+    ndim_a, ndim_b = len(a.shape), len(b.shape)
+    if ndim_a == 0 or ndim_b == 0:
         raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are "
-                           f"{a.ndim}D and {b.ndim}D")
+                           f"{ndim_a}D and {ndim_b}D")
     if a.dtype != b.dtype:
         raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: {a.dtype} != "
                            f"{b.dtype}")
     if a.dtype.kind != "f":
         raise RuntimeError(f"matmul is implemented for floating point tensors, got {a.dtype}")
-    if a.shape[-1] != b.shape[-2 if b.ndim > 1 else 0]:
-        left = _shape_str(a) if a.ndim > 1 else f"1x{a.shape[0]}"
-        right = _shape_str(b) if b.ndim > 1 else f"{b.shape[0]}x1"
+    if a.shape[-1] != b.shape[-2 if ndim_b > 1 else 0]:
+        left = _shape_str(a) if ndim_a > 1 else f"1x{a.shape[0]}"
+        right = _shape_str(b) if ndim_b > 1 else f"{b.shape[0]}x1"
         raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({left} and {right})")
-    a2 = unsqueeze(a, 0) if a.ndim == 1 else a
-    b2 = unsqueeze(b, 1) if b.ndim == 1 else b
+    a2 = unsqueeze(a, 0) if ndim_a == 1 else a
+    b2 = unsqueeze(b, 1) if ndim_b == 1 else b
     out = MatMul.apply(a2, b2)
-    if a.ndim == 1:
+    if ndim_a == 1:
         out = squeeze(out, -2)
-    if b.ndim == 1:
+    if ndim_b == 1:
         out = squeeze(out, -1)
     return out
 

@@ -86,8 +86,10 @@ def expand_strides(shape, strides, target) -> tuple:
 
 def sum_to(g: Tensor, shape) -> Tensor:
     """Undo broadcasting: sum g over the dims along which ``shape`` was expanded."""
+    if g.shape == shape:  # the common case: nothing was broadcast
+        return g
     shape = tuple(shape)
-    if tuple(g.shape) == shape:
+    if g.shape == shape:
         return g
     lead = g.ndim - len(shape)
     dims = tuple(range(lead)) + tuple(
@@ -121,7 +123,8 @@ def zeros_with_window(g: Tensor, shape, window) -> Tensor:
 class Permute(Function):
     def forward(self, x, dims):
         self.dims = dims
-        return _strided(x, [x.shape[d] for d in dims], [x._strides[d] for d in dims], x._offset)
+        return _strided(x, tuple([x.shape[d] for d in dims]), tuple([x._strides[d] for d in dims]),
+                        x._offset)
 
     def backward(self, g):
         return permute(g, *np.argsort(self.dims)), None
@@ -215,10 +218,19 @@ def permute(x, *dims):
 
 
 def transpose(x, dim0, dim1):
-    dims = list(range(x.ndim))
-    a, b = normalize_dim(dim0, x.ndim), normalize_dim(dim1, x.ndim)
+    if type(dim0) is not int or type(dim1) is not int:  # other types are checked uncached
+        dim0, dim1 = normalize_dim(dim0, x.ndim), normalize_dim(dim1, x.ndim)
+    return Permute.apply(x, _swapped_dims(x.ndim, dim0, dim1))
+
+
+@functools.lru_cache(maxsize=256)
+def _swapped_dims(ndim, dim0, dim1):
+    """The permutation of ``ndim`` dims that swaps dim0 and dim1. Cached: ``W.mT`` runs at
+    every forward and backward of a Linear."""
+    dims = list(range(ndim))
+    a, b = normalize_dim(dim0, ndim), normalize_dim(dim1, ndim)
     dims[a], dims[b] = dims[b], dims[a]
-    return Permute.apply(x, tuple(dims))
+    return tuple(dims)
 
 
 def t(x):

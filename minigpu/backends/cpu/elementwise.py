@@ -6,7 +6,7 @@ import numpy as np
 
 from .. import optable
 from ..contract import result_dtype
-from .memory import array, flat
+from .memory import array, dense_flat, flat, fresh
 
 _UNARY = {op.name: op.numpy for op in optable.UNARY}
 _BINARY = {op.name: op.numpy for op in optable.BINARY}
@@ -45,12 +45,19 @@ def _scalar(value, dtype):
 
 
 def unary(op, x, alpha=0.0, beta=0.0):
-    a = array(x)
+    a = dense_flat(x)  # a dense operand: the map runs on its flat buffer
+    if a is None:
+        a = array(x)
     out = _quietly(_UNARY[op], a, _scalar(alpha, a.dtype), _scalar(beta, a.dtype))
-    return flat(out, dtype=result_dtype(op, a.dtype))
+    return fresh(out, result_dtype(op, a.dtype), a)
 
 
 def binary(op, x, y, alpha=0.0, beta=0.0):
+    if x.shape == y.shape:  # two dense operands of one shape: the map runs on the flat buffers
+        a, b = dense_flat(x), dense_flat(y)
+        if a is not None and b is not None:
+            out = _quietly(_BINARY[op], a, b, _scalar(alpha, a.dtype), _scalar(beta, a.dtype))
+            return fresh(out, result_dtype(op, a.dtype), a, b)
     a, b = array(x), array(y)
     out = _quietly(_BINARY[op], a, b, _scalar(alpha, a.dtype), _scalar(beta, a.dtype))
     return flat(out, dtype=result_dtype(op, a.dtype))

@@ -9,7 +9,7 @@ import functools
 
 import numpy as np
 
-from ..contract import View
+from ..contract import View, contiguous_strides, numel
 
 
 def array(v: View) -> np.ndarray:
@@ -25,6 +25,33 @@ def array(v: View) -> np.ndarray:
 def _in_bytes(strides: tuple, itemsize: int) -> tuple:
     """Element strides as byte strides (cached: the same layouts come back at every step)."""
     return tuple(s * itemsize for s in strides)
+
+
+def dense_flat(v: View):
+    """The 1-D slice of ``v.buf`` that a contiguous view covers (no copy), or None for a
+    strided view. Elementwise maps of same-layout operands run on these directly: no n-d
+    NumPy view to build."""
+    strides, n = _dense_layout(v.shape)
+    if v.strides != strides:
+        return None
+    if v.offset == 0 and len(v.buf) == n:  # the whole buffer (the common case)
+        return v.buf
+    return v.buf[v.offset:v.offset + n]
+
+
+@functools.lru_cache(maxsize=4096)
+def _dense_layout(shape: tuple) -> tuple:
+    """(row-major strides, element count) of ``shape``, cached: one lookup per operand."""
+    return contiguous_strides(shape), numel(shape)
+
+
+def fresh(out, dtype, x, y=None) -> np.ndarray:
+    """``flat(out, dtype)`` for a map's result on the flat operands x (and y): a new 1-D array
+    of the right dtype (what a NumPy ufunc returns for 1-D inputs) is returned as it is."""
+    if (out.base is None and out.dtype == dtype and out.ndim == 1 and out.flags.writeable
+            and out is not x and out is not y):
+        return out
+    return flat(out, dtype=dtype)
 
 
 def flat(a, dtype=None) -> np.ndarray:
