@@ -13,26 +13,17 @@ computed from it on the host, so reading it never waits for the device.
 """
 from __future__ import annotations
 
-from ..autograd import no_grad
 from ..creation import tensor, zeros
-from .common import next_step
-from .optimizer import Optimizer
+from .common import FusedOptimizer, check_betas, check_hyperparameters, next_step
 
 
-class Adam(Optimizer):
+class Adam(FusedOptimizer):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  amsgrad=False, *, foreach=None, maximize=False, capturable=False,
                  differentiable=False, fused=None, decoupled_weight_decay=False):
-        if not 0.0 <= lr:
-            raise ValueError(f"Invalid learning rate: {lr}")
-        if not 0.0 <= eps:
-            raise ValueError(f"Invalid epsilon value: {eps}")
-        if not 0.0 <= betas[0] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
-        if not 0.0 <= betas[1] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
-        if not 0.0 <= weight_decay:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        check_hyperparameters(lr=lr, eps=eps)
+        check_betas(betas)
+        check_hyperparameters(weight_decay=weight_decay)
         if amsgrad:
             raise NotImplementedError("Adam: amsgrad=True is not supported by minigpu (the "
                                       "fused adam_step_ primitive keeps no max_exp_avg_sq)")
@@ -48,25 +39,14 @@ class Adam(Optimizer):
                         decoupled_weight_decay=decoupled_weight_decay)
         super().__init__(params, defaults)
 
-    def step(self, closure=None):
-        """One update of every parameter that has a gradient; returns closure() if given."""
-        loss = self._closure_loss(closure)
-        with no_grad():
-            for group in self.param_groups:
-                beta1, beta2 = group["betas"]
-                for p in group["params"]:
-                    if p.grad is None:
-                        continue
-                    grad = self._grad_buffer(p, group["maximize"])
-                    state = self.state[p]
-                    if not state:
-                        state["step"] = tensor(0.0)
-                        state["exp_avg"] = zeros(*p.shape, dtype=p.dtype, device=p.device)
-                        state["exp_avg_sq"] = zeros(*p.shape, dtype=p.dtype, device=p.device)
-                    step = next_step(state)
-                    p.backend.adam_step_(self._flat(p, "parameter"), grad,
-                                         self._flat(state["exp_avg"], "exp_avg"),
-                                         self._flat(state["exp_avg_sq"], "exp_avg_sq"),
-                                         step, group["lr"], beta1, beta2, group["eps"],
-                                         group["weight_decay"])
-        return loss
+    def _update(self, group, p, grad, state):
+        if not state:
+            state["step"] = tensor(0.0)
+            state["exp_avg"] = zeros(*p.shape, dtype=p.dtype, device=p.device)
+            state["exp_avg_sq"] = zeros(*p.shape, dtype=p.dtype, device=p.device)
+        step = next_step(state)
+        beta1, beta2 = group["betas"]
+        p.backend.adam_step_(self._flat(p, "parameter"), grad,
+                             self._flat(state["exp_avg"], "exp_avg"),
+                             self._flat(state["exp_avg_sq"], "exp_avg_sq"),
+                             step, group["lr"], beta1, beta2, group["eps"], group["weight_decay"])

@@ -16,7 +16,7 @@ The step count ``t`` ('step') is a 0-d float32 tensor on the host, as in PyTorch
 from __future__ import annotations
 
 from ..creation import tensor, zeros_like
-from .common import FusedOptimizer, check_hyperparameters, next_step
+from .common import FusedOptimizer, check_betas, check_hyperparameters, next_step
 
 
 class AdamW(FusedOptimizer):
@@ -24,9 +24,7 @@ class AdamW(FusedOptimizer):
                  amsgrad=False, *, maximize=False, foreach=None, capturable=False,
                  differentiable=False, fused=None):
         check_hyperparameters(lr=lr, eps=eps)
-        for i, beta in enumerate(betas):
-            if not 0.0 <= beta < 1.0:
-                raise ValueError(f"Invalid beta parameter at index {i}: {beta}")
+        check_betas(betas)
         check_hyperparameters(weight_decay=weight_decay)
         if capturable or differentiable:
             raise NotImplementedError("AdamW: capturable/differentiable are not supported by "

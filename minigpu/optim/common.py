@@ -20,6 +20,13 @@ def check_hyperparameters(**values):
             raise ValueError(f"Invalid {names.get(key, key + ' value')}: {value}")
 
 
+def check_betas(betas):
+    """PyTorch's check of Adam-style ``betas``: each in [0, 1)."""
+    for i, beta in enumerate(betas):
+        if not 0.0 <= beta < 1.0:
+            raise ValueError(f"Invalid beta parameter at index {i}: {beta}")
+
+
 def next_step(state) -> int:
     """Advance the step counter ``state['step']`` (a 0-d float32 tensor on the host, as in
     PyTorch's default non-capturable optimizers) and return it as an int.
