@@ -17,7 +17,13 @@ import threading
 
 import numpy as np
 
-_state = threading.local()
+class _GradMode(threading.local):
+    """Whether operations record the graph, per thread (on by default in every thread)."""
+
+    enabled = True
+
+
+_grad_mode = _GradMode()
 
 Tensor = None
 """The Tensor class, set by ``tensor.py`` once it exists (``tensor.py`` imports this module, so
@@ -43,7 +49,7 @@ def _observed(phase, node, method, *args, **kwargs):
 
 
 def is_grad_enabled() -> bool:
-    return getattr(_state, "enabled", True)
+    return _grad_mode.enabled
 
 
 class set_grad_enabled(contextlib.ContextDecorator):
@@ -54,10 +60,10 @@ class set_grad_enabled(contextlib.ContextDecorator):
 
     def __enter__(self):
         self.previous = is_grad_enabled()
-        _state.enabled = self.mode
+        _grad_mode.enabled = self.mode
 
     def __exit__(self, *exc):
-        _state.enabled = self.previous
+        _grad_mode.enabled = self.previous
         return False
 
 
@@ -146,14 +152,13 @@ class Function:
     @classmethod
     def apply(cls, *args, **kwargs):
         ctx = cls()
-        recording = getattr(_state, "enabled", True)
+        recording = _grad_mode.enabled
         if recording:
             needs = tuple([isinstance(a, Tensor) and a.requires_grad for a in args])
+            _grad_mode.enabled = False  # forward runs with recording off
         else:  # as in PyTorch, nothing needs a gradient while recording is off
             needs = (False,) * len(args)
         ctx.needs_input_grad = needs
-        if recording:
-            _state.enabled = False
         try:
             if observers:
                 outputs = _observed("forward", ctx, cls.forward, *args, **kwargs)
@@ -161,7 +166,7 @@ class Function:
                 outputs = cls.forward(ctx, *args, **kwargs)
         finally:
             if recording:
-                _state.enabled = True
+                _grad_mode.enabled = True
         if ctx._dirty:
             _check_dirty(ctx, args)
         if True not in needs:  # no input needs a gradient: no node to record (the fast path)

@@ -15,8 +15,8 @@ named range of your own (it nests like an op; outside a profile it costs nothing
 Two levels are recorded:
 
 - **ops** — every autograd :class:`~minigpu.autograd.Function` call: its forward
-  (``MatMul``) and, during ``backward()``, its backward (``MatMulBackward``). These are the
-  nodes of the graph, what the model code wrote.
+  (``Addmm``, what ``nn.Linear`` runs) and, during ``backward()``, its backward
+  (``AddmmBackward``). These are the nodes of the graph, what the model code wrote.
 - **primitives** — every call of a backend primitive (``cuda.matmul``, ``cpu.binary``; the
   list is ``backends/contract.py``). On cuda each one is one or a few kernel launches, so this
   is where device time is spent.

@@ -9,7 +9,7 @@ import weakref
 import numpy as np
 
 from . import autograd, backends
-from .backends.contract import View, contiguous_strides, is_contiguous, numel
+from .backends.contract import View, is_contiguous, numel, row_major_strides
 from .tensor_methods import TensorMethods
 
 float32 = np.dtype(np.float32)
@@ -99,6 +99,8 @@ class Tensor(TensorMethods):
     _base = None  # the tensor whose buffer a view looks into (None: not a view)
     _grad_hooks = None  # {handle id: hook} of a leaf, from register_hook
     _fn_version = 0  # the version at which grad_fn was set (a view's goes stale after writes)
+    _offset = 0  # where the tensor starts in its buffer, in elements
+    _layout = None  # the View the backends see, made on first use (see _view)
 
     def __init__(self, buf, shape, strides, offset, device, requires_grad=False):
         self._buf = buf
@@ -116,8 +118,10 @@ class Tensor(TensorMethods):
     # --- construction helpers used by ops and factories ----------------------------------
     @classmethod
     def _dense(cls, buf, shape, device):
-        """A dense tensor of ``shape`` on ``buf`` (what every primitive returns)."""
-        return cls(buf, shape, contiguous_strides(shape), 0, device)
+        """A dense tensor of ``shape`` (any sequence of ints) on ``buf`` (what every primitive
+        returns); ``device`` may be a string."""
+        return cls._result(buf, shape if type(shape) is Size else Size(map(int, shape)),
+                           device if type(device) is Device else Device(device))
 
     @classmethod
     def _result(cls, buf, shape, device):
@@ -126,10 +130,9 @@ class Tensor(TensorMethods):
         t = object.__new__(cls)
         t._buf = buf
         t.shape = shape if type(shape) is Size else Size(shape)
-        t._strides = contiguous_strides(shape)
-        t._offset = 0
+        t._strides = row_major_strides(shape)
         t.device = device
-        t.dtype = np.dtype(buf.dtype)
+        t.dtype = buf.dtype  # backends' buffers carry a NumPy dtype
         t._version_counter = [0]  # shared with every view of the same buffer
         return t
 
@@ -163,7 +166,13 @@ class Tensor(TensorMethods):
         return backends.get(self.device.type)
 
     def _view(self) -> View:
-        return View(self._buf, tuple(self.shape), self._strides, self._offset)
+        """This tensor as the backends see it (buffer, shape, strides, offset), made once: an
+        operand is viewed by every op that reads it."""
+        layout = self._layout
+        if layout is None:
+            layout = self._layout = View(self._buf, tuple(self.shape), self._strides,
+                                         self._offset)
+        return layout
 
     # --- properties ----------------------------------------------------------------------
     @property
@@ -263,6 +272,7 @@ class Tensor(TensorMethods):
             raise RuntimeError("data set to a tensor of a different shape")
         self._buf, self.shape, self._strides = other._buf, other.shape, other._strides
         self._offset, self.device, self.dtype = other._offset, other.device, other.dtype
+        self._layout = None
 
     def detach_(self):
         self.grad_fn = None

@@ -62,6 +62,11 @@ CASES = {
     "getitem_tensor": (lambda a: a[mg.tensor([1, 1])], [(3, 2)]),
     "repeat": (lambda a: a.repeat(2, 3), [(2, 2)]),
     "clone_of_view": (lambda a: a.T.clone() * a.T, [(2, 3)]),
+    "linear_addmm": (lambda x, w, b: mg.nn.functional.linear(x, w, b), [(3, 4), (2, 4), (2,)]),
+    "linear_addmm_strided": (lambda x, w, b: mg.nn.functional.linear(x.T, w.T, b[::2]),
+                             [(4, 3), (4, 2), (4,)]),
+    "linear_batched": (lambda x, w, b: mg.nn.functional.linear(x, w, b), [(2, 3, 4), (2, 4), (2,)]),
+    "linear_no_bias": (lambda x, w: mg.nn.functional.linear(x, w), [(3, 4), (2, 4)]),
 }
 
 

@@ -60,6 +60,24 @@ def test_batched_matmul_with_broadcast_and_transpose(data, batch, m, k, n):
     assert_same_on_both_devices(lambda x, w, v: (x @ w.T).sum() + (x @ v).sum(), a, b, c)
 
 
+@given(st.data(), st.integers(1, 5), st.integers(1, 5), st.integers(1, 5), st.booleans())
+def test_linear_with_bias_matches_across_devices(data, m, k, n, transposed):
+    """F.linear of a matrix with a bias (one Addmm node) on plain and transposed operands;
+    the output is weighted so each element's gradient differs."""
+    x = data.draw(arrays((k, m) if transposed else (m, k)))
+    w = data.draw(arrays((k, n) if transposed else (n, k)))
+    b = data.draw(arrays((n,)))
+    weights = data.draw(arrays((m, n)))
+
+    def fn(x_, w_, b_):
+        if transposed:
+            x_, w_ = x_.T, w_.T
+        out = mg.nn.functional.linear(x_, w_, b_)
+        assert out.grad_fn.name() == "AddmmBackward"
+        return out * mg.tensor(weights, device=out.device)
+    assert_same_on_both_devices(fn, x, w, b)
+
+
 @given(st.data(), shapes(min_dims=1, max_dims=3))
 def test_softmax_and_log_softmax(data, shape):
     a = data.draw(arrays(shape, lo=-30, hi=30))

@@ -41,11 +41,13 @@ def test_a_training_step_lists_matmuls_with_their_counts(dev):
     with mg.profiler.profile() as prof:
         loss = step()
     rows = {r.name: r for r in prof.key_averages()}
-    # Forward: two Linear layers -> 2 MatMul. Backward: MatMulBackward of layer 2 computes
-    # both input and weight grads (2 MatMul), of layer 1 only the weight grad (x needs none).
-    assert rows["MatMul"].calls == 5 and rows["MatMul"].kind == "op"
-    assert rows["MatMulBackward"].calls == 2
+    # Forward: two Linear layers -> 2 Addmm (each one matmul). Backward: AddmmBackward of
+    # layer 2 computes input and weight grads (2 matmuls), of layer 1 only the weight grad
+    # (x needs none): 5 matmul primitives in all, and bias grads as row sums.
+    assert rows["Addmm"].calls == 2 and rows["Addmm"].kind == "op"
+    assert rows["AddmmBackward"].calls == 2
     assert rows[f"{dev}.matmul"].calls == 5 and rows[f"{dev}.matmul"].kind == "primitive"
+    assert rows[f"{dev}.reduce"].calls >= 2
     assert rows[f"{dev}.sgd_step_"].calls == 4  # two weights, two biases
     assert rows["CrossEntropy"].calls == 1 and rows["CrossEntropyBackward"].calls == 1
     other = "cuda" if dev == "cpu" else "cpu"
@@ -60,11 +62,14 @@ def test_a_training_step_lists_matmuls_with_their_counts(dev):
         assert rows["cuda.matmul"].clock == clock
     if dev == "cpu":
         assert rows["cpu.matmul"].clock == "perf_counter"
-    # every MatMul record holds its matmul primitive
-    matmuls = [r for r in prof.events() if r.name == "MatMul"]
+    # every Addmm record holds its matmul primitive; layer 2's backward holds two
+    matmuls = [r for r in prof.events() if r.name == "Addmm"]
+    assert len(matmuls) == 2
     assert all(any(c.name == f"{dev}.matmul" for c in r.children) for r in matmuls)
+    backwards = [r for r in prof.events() if r.name == "AddmmBackward"]
+    assert sorted(sum(c.name == f"{dev}.matmul" for c in r.children) for r in backwards) == [1, 2]
     text = prof.table()
-    assert text == str(prof) and "MatMulBackward" in text and f"{dev}.matmul" in text
+    assert text == str(prof) and "AddmmBackward" in text and f"{dev}.matmul" in text
     assert "Total ms" in text and "Share" in text
     assert len(prof.table(sort_by="self", row_limit=3).splitlines()) == 3 + 3
     assert np.isfinite(loss.item())
@@ -122,7 +127,7 @@ def test_key_averages_table_like_pytorch_and_record_function():
         with mg.profiler.record_function("train step"):
             step()
     averages = prof.key_averages()
-    assert isinstance(averages, list) and {r.name for r in averages} >= {"train step", "MatMul"}
+    assert isinstance(averages, list) and {r.name for r in averages} >= {"train step", "Addmm"}
     text = averages.table(sort_by="cpu_time_total", row_limit=10)
     lines = text.splitlines()
     assert len(lines) == 3 + 10 and "sorted by cpu_time_total" in lines[0]
@@ -133,7 +138,7 @@ def test_key_averages_table_like_pytorch_and_record_function():
     with pytest.raises(ValueError, match="sort_by must be one of"):
         averages.table(sort_by="flops")
     (user,) = [r for r in prof.records if r.kind == "user"]
-    assert user.name == "train step" and {c.name for c in user.children} >= {"MatMul"}
+    assert user.name == "train step" and {c.name for c in user.children} >= {"Addmm"}
     assert "outside" not in text
 
 
@@ -192,4 +197,4 @@ def test_profiler_works_without_gpu_or_simulator(tmp_path):
                         str(tmp_path / "t.json")], env=env, capture_output=True, text=True,
                        timeout=300)
     assert r.returncode == 0, r.stderr
-    assert "cpu.matmul" in r.stdout and "forward" in r.stdout and "MatMulBackward" in r.stdout
+    assert "cpu.matmul" in r.stdout and "forward" in r.stdout and "AddmmBackward" in r.stdout

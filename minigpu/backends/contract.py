@@ -57,11 +57,11 @@ def numel(shape) -> int:
 
 def contiguous_strides(shape) -> tuple:
     """Row-major strides (in elements) of a dense array of ``shape``."""
-    return _row_major_strides(tuple(shape))
+    return row_major_strides(tuple(shape))
 
 
 @functools.lru_cache(maxsize=4096)
-def _row_major_strides(shape: tuple) -> tuple:
+def row_major_strides(shape: tuple) -> tuple:
     """``contiguous_strides``, cached: a training step asks for the same few shapes again and
     again (every new tensor and every dense check)."""
     strides, step = [], 1
@@ -227,7 +227,11 @@ def check_backend(module) -> list[str]:
     return [name for name in PRIMITIVES if not callable(getattr(module, name, None))]
 
 
+_BOOL_RESULT = frozenset(COMPARISONS)
+_BOOL = np.dtype(np.bool_)
+
+
 def result_dtype(op: str, dtype) -> np.dtype:
     """Output dtype of an elementwise op: comparisons give bool, everything else keeps dtype."""
-    return np.dtype(np.bool_) if op in COMPARISONS else np.dtype(dtype)
+    return _BOOL if op in _BOOL_RESULT else np.dtype(dtype)
 

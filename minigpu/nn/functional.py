@@ -32,8 +32,7 @@ __all__ += ["gelu", "silu", "softplus", "elu", "conv1d", "conv_transpose2d", "in
 def linear(input, weight, bias=None):
     """``input @ weight.T + bias``: weight (out_features, in_features); the transpose is a
     free strided view, and input may have any leading batch dims."""
-    out = ops.matmul(input, weight.mT if weight.ndim == 2 else weight)
-    return out if bias is None else out + bias
+    return ops.linear(input, weight, bias)
 
 
 def _softmax_dim(ndim):

@@ -5,7 +5,7 @@ from .elementwise import (abs, add, all, any, ceil, clamp, clip, compare, cos, d
                           reciprocal, relu, remainder, round, rpow, rsqrt, rsub, sigmoid, sign,
                           sin, sqrt, square, sub, tanh, trunc, where)
 from .indexing import gather, index_select, scatter_add, scatter_add_
-from .linalg import bmm, matmul, mm
+from .linalg import bmm, linear, matmul, mm
 from .reduce import allclose, argmax, argmin, max, mean, min, norm, std, sum, var
 from .inplace import (add_, clamp_, copy_, div_, fill_, masked_fill_, mul_, normal_, pow_,
                       refresh_view, setitem_, sub_, uniform_, zero_)

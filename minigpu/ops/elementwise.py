@@ -33,7 +33,8 @@ class Unary(Function):
 
     def forward(self, x, alpha=0.0, beta=0.0):
         self.alpha, self.beta = alpha, beta
-        y = new(x.backend.unary(self.entry.name, x._view(), alpha, beta), x.shape, x)
+        y = Tensor._result(x.backend.unary(self.entry.name, x._view(), alpha, beta), x.shape,
+                           x.device)
         saves = self.entry.saves
         self.save_for_backward(x if "x" in saves else None, y if "y" in saves else None)
         return y
@@ -74,7 +75,7 @@ class Binary(Function):
         self.shapes = a.shape, b.shape
         if self.entry.saves:
             self.save_for_backward(a, b)
-        return new(a.backend.binary(self.entry.name, va, vb), shape, a)
+        return Tensor._result(a.backend.binary(self.entry.name, va, vb), shape, a.device)
 
     def backward(self, g):
         a, b = self.saved_tensors if self.entry.saves else (None, None)

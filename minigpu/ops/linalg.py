@@ -64,6 +64,58 @@ class MatMul(Function):
         return ga, gb
 
 
+def _matrix(t: Tensor) -> View:
+    """A 2-D tensor as one batch of stride 0: the (1, rows, cols) view the matmul primitive takes."""
+    return View(t._buf, (1,) + t.shape, (0,) + t._strides, t._offset)
+
+
+def _matrix_t(t: Tensor) -> View:
+    """A 2-D tensor transposed, as a (1, cols, rows) view: no copy."""
+    rows, cols = t.shape
+    return View(t._buf, (1, cols, rows), (0, t._strides[1], t._strides[0]), t._offset)
+
+
+class Addmm(Function):
+    """``F.linear`` of a matrix with a bias, ``x @ W^T + b``, as one graph node (PyTorch's
+    addmm): one matmul on W's transposed view, then the bias added as a stride-0 row. No
+    Tensor for the product, no nodes for the transpose and the add, and a backward that calls
+    the primitives directly: ``dx = g @ W``, ``dW = g^T @ x``, ``db = sum of g's rows``."""
+
+    def forward(self, x, weight, bias):
+        rows, cols = x.shape[0], weight.shape[0]
+        backend = x.backend
+        product = backend.matmul(_matrix(x), _matrix_t(weight))
+        out = backend.binary("add", View(product, (rows, cols), (cols, 1), 0),
+                             View(bias._buf, (rows, cols), (0, bias._strides[0]), bias._offset))
+        self.save_for_backward(x, weight)
+        return Tensor._result(out, (rows, cols), x.device)
+
+    def backward(self, g):
+        x, weight = self.saved_tensors
+        backend, needs = g.backend, self.needs_input_grad
+        gx = (Tensor._result(backend.matmul(_matrix(g), _matrix(weight)), x.shape, g.device)
+              if needs[0] else None)
+        gw = (Tensor._result(backend.matmul(_matrix_t(g), _matrix(x)), weight.shape, g.device)
+              if needs[1] else None)
+        gb = (Tensor._result(backend.reduce("sum", g._view(), (0,)), (g.shape[1],), g.device)
+              if needs[2] else None)
+        return gx, gw, gb
+
+
+def linear(x, weight, bias=None):
+    """``x @ weight^T + bias``: a matrix with a bias in one node (``Addmm``); any other case
+    (batched input, no bias, mismatched operands: the errors come from there) as a matmul on
+    the transposed view plus a broadcast add."""
+    if (isinstance(x, Tensor) and isinstance(weight, Tensor) and isinstance(bias, Tensor)
+            and len(x.shape) == 2 and len(weight.shape) == 2 and len(bias.shape) == 1
+            and x.shape[1] == weight.shape[1] and bias.shape[0] == weight.shape[0]
+            and x.dtype == weight.dtype == bias.dtype and x.dtype.kind == "f"
+            and x.device == weight.device == bias.device):
+        return Addmm.apply(x, weight, bias)
+    out = matmul(x, weight.mT if weight.ndim == 2 else weight)
+    return out if bias is None else out + bias
+
+
 def _shape_str(t):
     return "x".join(str(s) for s in t.shape)
 

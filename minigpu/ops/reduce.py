@@ -7,7 +7,7 @@ from collections import namedtuple
 
 from ..autograd import SCALAR_TYPES, Function
 from ..tensor import Tensor
-from .shape import expand, normalize_dim, normalize_dims, permute, reshape
+from .shape import normalize_dim, normalize_dims, permute, reshape
 
 MaxMin = namedtuple("MaxMin", ["values", "indices"])
 
@@ -34,7 +34,22 @@ class Sum(Function):
         return Tensor._dense(out, _reduced_shape(x.shape, dims, keepdim), x.device)
 
     def backward(self, g):
-        return expand(reshape(g, *_kept_shape(self.source, self.dims)), *self.source), None, None
+        return _spread(g, self.source, self.dims), None, None
+
+
+def _spread(g: Tensor, shape, dims) -> Tensor:
+    """The gradient of a sum over ``dims`` of a tensor of ``shape``: ``g`` repeated along the
+    summed dims, as a view with stride 0 there (no copy, no reshape and expand nodes)."""
+    kept = len(g.shape) == len(shape)  # keepdim: g still has the summed dims, of size 1
+    strides, k = [], 0
+    for i in range(len(shape)):
+        if i in dims:
+            strides.append(0)
+            k += kept
+        else:
+            strides.append(g._strides[k])
+            k += 1
+    return g._make_view(shape, tuple(strides), g._offset)
 
 
 class Extreme(Function):

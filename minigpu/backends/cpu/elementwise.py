@@ -48,19 +48,22 @@ def unary(op, x, alpha=0.0, beta=0.0):
     a = dense_flat(x)  # a dense operand: the map runs on its flat buffer
     if a is None:
         a = array(x)
-    out = _quietly(_UNARY[op], a, _scalar(alpha, a.dtype), _scalar(beta, a.dtype))
+    if alpha or beta:
+        alpha, beta = _scalar(alpha, a.dtype), _scalar(beta, a.dtype)
+    out = _quietly(_UNARY[op], a, alpha, beta)
     return fresh(out, result_dtype(op, a.dtype), a)
 
 
 def binary(op, x, y, alpha=0.0, beta=0.0):
+    a = b = None
     if x.shape == y.shape:  # two dense operands of one shape: the map runs on the flat buffers
         a, b = dense_flat(x), dense_flat(y)
-        if a is not None and b is not None:
-            out = _quietly(_BINARY[op], a, b, _scalar(alpha, a.dtype), _scalar(beta, a.dtype))
-            return fresh(out, result_dtype(op, a.dtype), a, b)
-    a, b = array(x), array(y)
-    out = _quietly(_BINARY[op], a, b, _scalar(alpha, a.dtype), _scalar(beta, a.dtype))
-    return flat(out, dtype=result_dtype(op, a.dtype))
+    if a is None or b is None:
+        a, b = array(x), array(y)
+    if alpha or beta:
+        alpha, beta = _scalar(alpha, a.dtype), _scalar(beta, a.dtype)
+    out = _quietly(_BINARY[op], a, b, alpha, beta)
+    return fresh(out, result_dtype(op, a.dtype), a, b)
 
 
 def where(cond, x, y):
