@@ -6,7 +6,7 @@ import numpy as np
 
 from .. import optable
 from ..contract import result_dtype
-from .memory import array, dense_flat, flat, fresh
+from .memory import array, dense_flat, flat, fresh, repeated_value
 
 _UNARY = {op.name: op.numpy for op in optable.UNARY}
 _BINARY = {op.name: op.numpy for op in optable.BINARY}
@@ -56,8 +56,12 @@ def unary(op, x, alpha=0.0, beta=0.0):
 
 def binary(op, x, y, alpha=0.0, beta=0.0):
     a = b = None
-    if x.shape == y.shape:  # two dense operands of one shape: the map runs on the flat buffers
-        a, b = dense_flat(x), dense_flat(y)
+    if x.shape == y.shape:  # the map runs on 1-D operands: two dense buffers, or one dense
+        a, b = dense_flat(x), dense_flat(y)  # buffer and one broadcast value (NumPy repeats it)
+        if a is None and b is not None:
+            a = repeated_value(x)
+        elif b is None and a is not None:
+            b = repeated_value(y)
     if a is None or b is None:
         a, b = array(x), array(y)
     if alpha or beta:

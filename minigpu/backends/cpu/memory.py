@@ -39,6 +39,14 @@ def dense_flat(v: View):
     return v.buf[v.offset:v.offset + n]
 
 
+def repeated_value(v: View):
+    """The 1-element slice of ``v.buf`` that a view with every stride 0 repeats (a scalar
+    broadcast to a shape, such as the gradient of a sum), or None for any other view."""
+    if any(v.strides):
+        return None
+    return v.buf[v.offset:v.offset + 1]
+
+
 @functools.lru_cache(maxsize=4096)
 def _dense_layout(shape: tuple) -> tuple:
     """(row-major strides, element count) of ``shape``, cached: one lookup per operand."""
