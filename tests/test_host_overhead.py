@@ -16,7 +16,7 @@ spec.loader.exec_module(host_overhead)
 
 def test_benchmark_writes_both_tables(tmp_path, capsys):
     out = tmp_path / "rows.json"
-    host_overhead.main(["--repeat", "2", "--json", str(out)])
+    host_overhead.main(["--rounds", "2", "--round-ms", "1", "--json", str(out)])
     data = json.loads(out.read_text())
     assert [r["workload"] for r in data["cpu"]] == list(host_overhead.workloads(mg))
     assert all(r["minigpu_us"] > 0 for r in data["cpu"])
