@@ -200,3 +200,68 @@ def test_mismatched_buffers_are_rejected():
     c = up(np.zeros(4, np.float64))
     with pytest.raises(ValueError, match="optimizer buffers must match"):
         optim.adam_step_(a, a, a, c, 1, 1e-3, 0.9, 0.999, 1e-8, 0.0)
+
+
+CONFIGS = [
+    ("SGD", dict(lr=0.1)), ("SGD", dict(lr=0.1, weight_decay=0.01)),
+    ("SGD", dict(lr=0.1, momentum=0.9, nesterov=True)), ("SGD", dict(lr=0.1, momentum=0.9)),
+    ("Adam", dict()), ("Adam", dict(weight_decay=0.01)), ("Adam", dict(maximize=True)),
+    ("AdamW", dict()), ("AdamW", dict(amsgrad=True)),
+    ("RMSprop", dict()), ("RMSprop", dict(centered=True, momentum=0.5, weight_decay=0.1)),
+    ("Adagrad", dict(lr_decay=0.1, weight_decay=0.01)),
+]
+
+
+def test_specialized_launches_see_one_argument_type_per_key(monkeypatch):
+    """The optimizer kernels launch through ``blocks.specialized``: on a GPU, a dispatcher
+    compiled for one tuple of argument types, which reinterprets (never checks) what it is
+    given. So its key (the buffers' dtype) must decide every argument's numba type: every
+    launch of every optimizer, option and dtype is typed here, as numba-cuda would."""
+    import numba
+
+    import minigpu as mg
+    from minigpu.backends.cuda import blocks
+
+    seen, original = {}, blocks.specialized
+
+    def typed(kernel, key, args):
+        seen.setdefault((kernel.py_func.__name__, key), set()).add(
+            tuple(numba.typeof(a) for a in args))
+        return original(kernel, key, args)
+
+    monkeypatch.setattr(blocks, "specialized", typed)
+    for dtype in (mg.float32, mg.float64):
+        for name, options in CONFIGS:
+            mg.manual_seed(0)
+            model = mg.nn.Sequential(mg.nn.Linear(3, 4), mg.nn.Tanh(), mg.nn.Linear(4, 1))
+            model = model.to(device="cuda", dtype=dtype)
+            opt = getattr(mg.optim, name)(model.parameters(), **options)
+            for _ in range(2):
+                opt.zero_grad()
+                model(mg.ones(2, 3, device="cuda", dtype=dtype)).sum().backward()
+                opt.step()
+    kernels = {kernel for kernel, _ in seen}
+    assert kernels == {"sgd_kernel", "sgd_momentum_kernel", "adam_kernel", "adamw_kernel",
+                       "rmsprop_kernel", "adagrad_kernel"}
+    assert {key for _, key in seen} == {np.dtype(np.float32), np.dtype(np.float64)}
+    for (kernel, key), types in seen.items():
+        assert len(types) == 1, (kernel, key, types)
+        (arrays,) = {t for t in next(iter(types)) if isinstance(t, numba.types.Array)}
+        assert arrays == numba.types.Array(numba.from_dtype(key), 1, "C"), (kernel, arrays)
+
+
+def test_a_specialization_is_made_once_per_kernel_and_key():
+    from minigpu.backends.cuda import blocks
+
+    class Kernel:
+        made = 0
+
+        def specialize(self, *args):
+            Kernel.made += 1
+            return ("specialized", args)
+
+    k = Kernel()
+    first = blocks.specialized(k, "float32", (1, 2))
+    assert blocks.specialized(k, "float32", (3, 4)) is first and Kernel.made == 1
+    assert blocks.specialized(k, "float64", (1.0,)) == ("specialized", (1.0,))
+    assert Kernel.made == 2

@@ -67,6 +67,32 @@ def _configured(kernel, grid, block, stream):
     return kernel[grid, block, stream]
 
 
+def launch_specialized(kernel, key, grid, block, *args):
+    """``kernel[grid, block, current_stream()](*args)`` without numba-cuda's per-launch type
+    dispatch: the kernel specialized for these arguments (see ``specialized``) is launched."""
+    configured(specialized(kernel, key, args), grid, block)(*args)
+
+
+_SPECIALIZATIONS = {}
+
+
+def specialized(kernel, key, args):
+    """``kernel`` compiled for exactly the numba types of ``args``, made once per (kernel,
+    key) with numba-cuda's ``Dispatcher.specialize`` (the explicit signature of those types).
+
+    A generic ``@cuda.jit`` kernel types every argument at every launch to pick its compiled
+    overload; a specialized one has a single overload and launches it directly. It also
+    checks nothing: arguments of other types would be reinterpreted. So ``key`` must decide
+    every argument's type, as the buffers' dtype does for the optimizer kernels (their arrays
+    are whole 1-D buffers of one dtype, their scalars typed with ``scalar``, their flags
+    bools); ``tests/test_cuda_optim.py`` types the arguments of every launch to check it. The
+    simulator's ``specialize`` returns the kernel itself."""
+    found = _SPECIALIZATIONS.get((kernel, key))
+    if found is None:
+        found = _SPECIALIZATIONS[kernel, key] = kernel.specialize(*args)
+    return found
+
+
 # --- combining two partial results ---------------------------------------------------------
 @cuda.jit(device=True)
 def add(a, b):

@@ -29,6 +29,7 @@ import math
 
 from numba import cuda
 
+from .blocks import launch_specialized
 from .device import current_stream, launch_1d, scalar
 
 
@@ -97,10 +98,11 @@ def sgd_step_(param_buf, grad_buf, momentum_buf, lr, momentum, dampening, weight
     grid, blk = launch_1d(n, block, max_blocks)
     use_wd = weight_decay != 0
     if momentum == 0 or momentum_buf is None:
-        sgd_kernel[grid, blk, current_stream()](param_buf, grad_buf, scalar(lr, dtype),
-                                                scalar(weight_decay, dtype), use_wd)
+        launch_specialized(sgd_kernel, dtype, grid, blk, param_buf, grad_buf, scalar(lr, dtype),
+                           scalar(weight_decay, dtype), use_wd)
         return
-    sgd_momentum_kernel[grid, blk, current_stream()](
+    launch_specialized(
+        sgd_momentum_kernel, dtype, grid, blk,
         param_buf, grad_buf, momentum_buf, scalar(lr, dtype), scalar(momentum, dtype),
         scalar(1 - dampening, dtype), scalar(weight_decay, dtype), use_wd, bool(nesterov),
         bool(first_step))
@@ -160,9 +162,9 @@ def adam_step_(param_buf, grad_buf, exp_avg_buf, exp_avg_sq_buf, step, lr, beta1
     plan = adam_plan(param_buf, grad_buf, exp_avg_buf, exp_avg_sq_buf, step, lr, beta1, beta2,
                      eps, weight_decay, block, max_blocks)
     if plan is not None:
-        launch, scalars = plan
-        adam_kernel[launch](param_buf, grad_buf, exp_avg_buf, exp_avg_sq_buf, *scalars,
-                            weight_decay != 0)
+        (grid, blk, _), scalars = plan  # launch_specialized launches on the current stream
+        launch_specialized(adam_kernel, param_buf.dtype, grid, blk, param_buf, grad_buf,
+                           exp_avg_buf, exp_avg_sq_buf, *scalars, weight_decay != 0)
 
 
 # --- AdamW, RMSprop, Adagrad: the same one-kernel-per-parameter pattern ----------------
@@ -207,8 +209,8 @@ def adamw_step_(param_buf, grad_buf, exp_avg_buf, exp_avg_sq_buf, max_exp_avg_sq
         step, lr, beta1, beta2, eps, 0.0, dtype)
     grid, blk = launch_1d(n, block, max_blocks)
     vmax = max_exp_avg_sq_buf if amsgrad else exp_avg_sq_buf  # never touched without amsgrad
-    adamw_kernel[grid, blk, current_stream()](
-        *bufs, vmax, scalar(1 - lr * weight_decay, dtype), b1, omb1, b2, omb2, step_size,
+    launch_specialized(
+        adamw_kernel, dtype, grid, blk, *bufs, vmax, scalar(1 - lr * weight_decay, dtype), b1, omb1, b2, omb2, step_size,
         bc2_sqrt, eps_, amsgrad)
 
 
@@ -265,8 +267,8 @@ def rmsprop_step_(param_buf, grad_buf, square_avg_buf, grad_avg_buf, momentum_bu
     lr_, alpha_, oma, eps_, wd, mom = (scalar(v, dtype) for v in (
         lr, alpha, 1 - alpha, eps, weight_decay, momentum))
     grid, blk = launch_1d(n, block, max_blocks)
-    rmsprop_kernel[grid, blk, current_stream()](
-        param_buf, grad_buf, square_avg_buf,
+    launch_specialized(
+        rmsprop_kernel, dtype, grid, blk, param_buf, grad_buf, square_avg_buf,
         square_avg_buf if grad_avg_buf is None else grad_avg_buf,
         square_avg_buf if momentum_buf is None else momentum_buf,
         lr_, alpha_, oma, eps_, wd, weight_decay != 0, grad_avg_buf is not None,
@@ -298,6 +300,6 @@ def adagrad_step_(param_buf, grad_buf, sum_buf, step, lr, lr_decay, weight_decay
     if n == 0:
         return
     grid, blk = launch_1d(n, block, max_blocks)
-    adagrad_kernel[grid, blk, current_stream()](
-        param_buf, grad_buf, sum_buf, scalar(lr / (1 + (step - 1) * lr_decay), dtype),
+    launch_specialized(
+        adagrad_kernel, dtype, grid, blk, param_buf, grad_buf, sum_buf, scalar(lr / (1 + (step - 1) * lr_decay), dtype),
         scalar(eps, dtype), scalar(weight_decay, dtype), weight_decay != 0)
