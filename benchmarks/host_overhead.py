@@ -16,7 +16,8 @@ The same workloads then run on ``device="cuda"``, with the kernel launch timed a
 - host us: the host work of one call up to its kernel launches (Tensor, autograd, dispatch,
   allocation, launch geometry, argument preparation, ``kernel[grid, block, stream]``). Under
   the CUDA simulator every launch is replaced by a counter that runs nothing, so this is the
-  whole time of a call. On a GPU the launches run, and the time spent inside them is
+  whole time of a call (timed with the simulator's sanitizer off: its checks are not part of
+  minigpu's host path). On a GPU the launches run, and the time spent inside them is
   subtracted.
 - launches: kernel launches per call.
 - us/launch: time inside one launch call. On a GPU, numba-cuda's host cost of a launch (type
@@ -150,6 +151,22 @@ def launches(run=True):
         launcher.__call__ = original
 
 
+@contextlib.contextmanager
+def sanitizer_off():
+    """The simulator's sanitizer switched off (``MINIGPU_SIM_CHECKS=0``) for the block: the
+    host table measures minigpu's host path, not the simulator's own checks of it (such as
+    typing the arguments of every specialized launch, which a GPU does not do)."""
+    if not SIMULATOR:
+        yield
+        return
+    from minigpu.simulator import config
+    checks, config.CHECKS = config.CHECKS, False
+    try:
+        yield
+    finally:
+        config.CHECKS = checks
+
+
 def cuda_rows(rounds, round_ms):
     """The cuda table: host us, launches and us/launch per workload (see the module doc)."""
     rows = []
@@ -159,7 +176,7 @@ def cuda_rows(rounds, round_ms):
             # counted calls below leave their outputs unwritten (accumulated .grad included)
             with launches(run=True) as timed:
                 fn()
-        with launches(run=not SIMULATOR) as inside:
+        with launches(run=not SIMULATOR) as inside, sanitizer_off():
             calls = calls_per_round(fn, round_ms)
             total = fastest_round_us([fn], [calls], rounds)[0]
         made = calls * rounds + 2  # what calls_per_round and the rounds ran

@@ -723,3 +723,25 @@ def test_error_classes_import_without_the_simulator():
                            "print('numba.cuda' in sys.modules)"],
                           capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "False", proc.stderr
+
+
+@needs_checks
+def test_a_specialized_launch_with_other_argument_types_is_refused():
+    """A kernel specialized for a key (``blocks.specialized``) takes on a GPU whatever it is
+    given as the types of its first launch; the simulator refuses a launch whose argument
+    types differ, naming both."""
+    from minigpu.backends.cuda import blocks
+
+    @cuda.jit
+    def scale(x, s):
+        i = cuda.grid(1)
+        if i < x.size:
+            x[i] = x[i] * s
+
+    x32 = cuda.to_device(np.ones(4, np.float32))
+    blocks.launch_specialized(scale, "a key", 1, 32, x32, np.float32(2))
+    blocks.launch_specialized(scale, "a key", 1, 32, x32, np.float32(3))  # same types
+    np.testing.assert_array_equal(x32.copy_to_host(), 6)
+    x64 = cuda.to_device(np.ones(4, np.float64))
+    with pytest.raises(TypeError, match=r"scale specialized for key 'a key'.*float64"):
+        blocks.launch_specialized(scale, "a key", 1, 32, x64, np.float32(2))

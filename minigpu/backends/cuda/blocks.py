@@ -22,6 +22,7 @@ import numba
 import numpy as np
 from numba import cuda
 
+from ...simulator import config as sim_config
 from .device import SIMULATOR, WARP_SIZE, current_stream, launch_1d, scalar
 
 FULL_MASK = 0xFFFFFFFF
@@ -85,12 +86,31 @@ def specialized(kernel, key, args):
     checks nothing: arguments of other types would be reinterpreted. So ``key`` must decide
     every argument's type, as the buffers' dtype does for the optimizer kernels (their arrays
     are whole 1-D buffers of one dtype, their scalars typed with ``scalar``, their flags
-    bools); ``tests/test_cuda_optim.py`` types the arguments of every launch to check it. The
-    simulator's ``specialize`` returns the kernel itself."""
+    bools). The simulator's ``specialize`` returns the kernel itself, and its sanitizer checks
+    that every launch with a key has the argument types of the first one."""
     found = _SPECIALIZATIONS.get((kernel, key))
     if found is None:
         found = _SPECIALIZATIONS[kernel, key] = kernel.specialize(*args)
+    if SIMULATOR and sim_config.CHECKS:
+        _check_argument_types(kernel, key, args)
     return found
+
+
+_ARGUMENT_TYPES = {}
+
+
+def _check_argument_types(kernel, key, args):
+    """The simulator's check of a specialized launch: the arguments have the numba types of
+    the first launch with this key (a GPU would reinterpret any others without a word)."""
+    import numba
+
+    types = tuple(numba.typeof(a) for a in args)
+    first = _ARGUMENT_TYPES.setdefault((kernel, key), types)
+    if types != first:
+        raise TypeError(f"{kernel.py_func.__name__} specialized for key {key!r} was compiled "
+                        f"for argument types {first} and is launched with {types}: on a GPU "
+                        f"they would be reinterpreted (the key must decide every argument's "
+                        f"type)")
 
 
 # --- combining two partial results ---------------------------------------------------------

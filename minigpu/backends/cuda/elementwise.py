@@ -47,8 +47,8 @@ from numba import cuda, float32
 
 from .. import optable
 from ..contract import BINARY_OPS, UNARY_OPS, View, result_dtype
-from .blocks import launch, max_nan, min_nan
-from .device import empty, scalar
+from .blocks import launch, launch_specialized, max_nan, min_nan
+from .device import empty, launch_1d, scalar
 from .strided import strided_offset
 
 
@@ -612,18 +612,25 @@ def _alpha(value, dtype):
 
 
 def _map(kind, op, views, out, a, b):
-    """Launch the dense or strided map of ``op`` over ``views`` (equal shapes) into ``out``."""
+    """Launch the dense or strided map of ``op`` over ``views`` (equal shapes) into ``out``,
+    through the kernel specialized for the argument types (``blocks.specialized``): the
+    buffers' dtypes, the offsets' and alpha's and beta's types, and for the strided kernel
+    the number of collapsed dims decide them (buffers are 1-D and contiguous, the collapsed
+    shape and strides tuples of ints)."""
     n = out.size
     if n == 0:
         return out
     shape, strides = collapse_dims(views[0].shape, *(v.strides for v in views))
+    key = (tuple([(v.buf.dtype, type(v.offset)) for v in views]), out.dtype, type(a), type(b))
+    grid, block = launch_1d(n)
     if _is_dense(shape, strides):
         args = [arg for v in views for arg in (v.buf, v.offset)]
-        launch(map_kernel(kind, op, "dense"), n, *args, out, a, b)
+        launch_specialized(map_kernel(kind, op, "dense"), key, grid, block, *args, out, a, b)
     else:
         args = [arg for v, st in zip(views, strides) for arg in (v.buf, st, v.offset)]
         args.insert(1, shape)
-        launch(map_kernel(kind, op, "strided"), n, *args, out, a, b)
+        launch_specialized(map_kernel(kind, op, "strided"), key + (len(shape),), grid, block,
+                           *args, out, a, b)
     return out
 
 
