@@ -1,7 +1,8 @@
 """The simulator's switches, read from the environment once at import.
 
 - ``MINIGPU_SIM_CHECKS=0`` turns the sanitizer off (memcheck, initcheck, racecheck: the
-  array proxies that observe every load and store). Warp intrinsics, blocking barriers,
+  array proxies that observe every load and store; and the argument-type check of
+  specialized launches, ``backends/cuda/blocks.py``). Warp intrinsics, blocking barriers,
   synccheck, launch checks, poisoned memory, IEEE math and the shuffled block order stay.
   Default: on.
 - ``MINIGPU_SIM_SEED=<int>`` seeds the order in which the blocks of each launch run
