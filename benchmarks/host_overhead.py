@@ -24,7 +24,7 @@ The same workloads then run on ``device="cuda"``, with the kernel launch timed a
   dispatch, argument marshalling, cuLaunchKernel); under the simulator, the time to run the
   kernel's threads in Python, which says nothing about a GPU (printed for completeness).
 
-    python benchmarks/host_overhead.py [--rounds 21] [--round-ms 20] [--json PATH] [--no-cuda]
+    python benchmarks/host_overhead.py [--rounds 41] [--round-ms 20] [--json PATH] [--no-cuda]
 """
 import argparse
 import contextlib
@@ -191,7 +191,7 @@ def cuda_rows(rounds, round_ms):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=21,
+    parser.add_argument("--rounds", type=int, default=41,
                         help="timing rounds per workload and library (the fastest counts)")
     parser.add_argument("--round-ms", type=float, default=20.0,
                         help="about how long one round runs, in milliseconds")
