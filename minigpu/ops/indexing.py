@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..autograd import Function
+from ..autograd import Function, no_grad
 from ..tensor import Tensor
 from .common import check_same_device
 from .shape import contiguous, normalize_dim, reshape, transpose
@@ -52,7 +52,6 @@ def index_select(x, dim, index):
 def _check_along(name, x, dim, index, src=None):
     """PyTorch's checks of gather/scatter_add: an int64 index of x's rank whose sizes fit,
     entries in range. Returns the normalised dim."""
-    from ..autograd import no_grad
     check_same_device(x, index, src)
     if not isinstance(index, Tensor) or index.dtype != np.int64:
         raise RuntimeError(f"{name}(): Expected dtype int64 for index")

@@ -25,7 +25,8 @@ from ..autograd import Function, no_grad
 from ..tensor import Tensor, int64
 from . import elementwise as ew
 from .common import check_same_device
-from .shape import contiguous, sum_to
+from .shape import contiguous, stack, sum_to
+from .softmax import _rows, log_softmax
 
 _EPSILON = 1e-12  # PyTorch's floor for x*(1-x) in the BCE gradient
 
@@ -209,7 +210,6 @@ def _class_targets(name, rows, target, weight, ignore_index):
     valid = target != ignore_index
     safe = ew.where(valid, target, 0)
     if safe.numel():
-        from .shape import stack
         lo, hi = (int(v) for v in stack([safe.min(), safe.max()]).numpy())
         if lo < 0 or hi >= c:
             raise IndexError(f"{name}: Target {lo if lo < 0 else hi} is out of bounds: "
@@ -270,7 +270,6 @@ class CrossEntropy(Function):
     """
 
     def forward(self, x, target, coef, valid, weight, smoothing):
-        from .softmax import _rows
         x, view = _rows(x)
         r, c = x.shape
         logp = Tensor._dense(x.backend.softmax(view, True), (r, c), x.device)
@@ -332,7 +331,6 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
 
 
 def _soft_cross_entropy(input, target, weight, reduction, smoothing):
-    from .softmax import log_softmax
     dim = 0 if input.ndim == 1 else 1
     c = input.shape[dim]
     if smoothing:

@@ -5,7 +5,7 @@ import builtins
 import math
 from collections import namedtuple
 
-from ..autograd import SCALAR_TYPES, Function
+from ..autograd import SCALAR_TYPES, Function, no_grad
 from ..tensor import Tensor
 from .shape import normalize_dim, normalize_dims, permute, reshape
 
@@ -237,7 +237,6 @@ def allclose(x, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     if x.dtype != other.dtype:
         raise RuntimeError(f"{SCALAR_TYPES[str(x.dtype)]} did not match "
                            f"{SCALAR_TYPES[str(other.dtype)]}")
-    from ..autograd import no_grad
     with no_grad():
         within = (abs(x - other) <= atol + rtol * abs(other)).long() * (abs(other) != math.inf)
         close = (x == other).long() + within  # or: > 0

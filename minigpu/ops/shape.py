@@ -94,8 +94,7 @@ def sum_to(g: Tensor, shape) -> Tensor:
     lead = g.ndim - len(shape)
     dims = tuple(range(lead)) + tuple(
         lead + i for i, s in enumerate(shape) if s == 1 and g.shape[lead + i] != 1)
-    from .reduce import sum as reduce_sum
-    return reduce_sum(g, dims).reshape(shape) if dims else g.reshape(shape)
+    return reduce.sum(g, dims).reshape(shape) if dims else g.reshape(shape)
 
 
 def _strided(t: Tensor, shape, strides, offset) -> Tensor:
@@ -451,3 +450,8 @@ def chunk(x, chunks, dim=0):
 def unbind(x, dim=0):
     d = normalize_dim(dim, x.ndim)
     return tuple(getitem(x, (slice(None),) * d + (i,)) for i in range(x.shape[d]))
+
+
+# ``reduce`` imports this module: imported last, once everything it needs from here exists (a
+# module attribute then, not an import statement per ``sum_to`` call).
+from . import reduce  # noqa: E402

@@ -65,6 +65,8 @@ import weakref
 import numpy as np
 from numba import cuda
 
+from ...simulator import fill_poison  # uninitialised simulated memory: initcheck catches a read
+
 KIB, MIB = 1024, 1024 * 1024
 GRANULARITY = 512
 """Every block is a multiple of 512 bytes (also keeps every block 512-byte aligned)."""
@@ -73,6 +75,8 @@ SMALL_LIMIT = 1 * MIB
 DIVISIONS = 4
 
 SIMULATOR = bool(cuda.config.ENABLE_CUDASIM)
+if SIMULATOR:
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
 ENABLED = os.environ.get("MINIGPU_CUDA_ALLOCATOR", "caching").lower() != "native"
 """``MINIGPU_CUDA_ALLOCATOR=native`` turns the cache off (read once, at import)."""
 
@@ -270,12 +274,8 @@ def device_array(n: int, dtype, stream=0):
     dtype = np.dtype(dtype)
     if not (SIMULATOR and ENABLED) or n == 0:
         return cuda.device_array(int(n), dtype=dtype, stream=stream)
-    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
-
     pool = simulator_pool()
     block, size = pool.allocate(n * dtype.itemsize)
-    from ...simulator import fill_poison  # uninitialised: initcheck catches a read of it
-
     array = fill_poison(_array_from_block(pool, block, size, n, dtype))
     return FakeCUDAArray(array, stream=stream)
 

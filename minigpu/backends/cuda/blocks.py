@@ -102,8 +102,6 @@ _ARGUMENT_TYPES = {}
 def _check_argument_types(kernel, key, args):
     """The simulator's check of a specialized launch: the arguments have the numba types of
     the first launch with this key (a GPU would reinterpret any others without a word)."""
-    import numba
-
     types = tuple(numba.typeof(a) for a in args)
     first = _ARGUMENT_TYPES.setdefault((kernel, key), types)
     if types != first:

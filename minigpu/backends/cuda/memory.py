@@ -10,8 +10,10 @@ import numpy as np
 from numba import cuda
 
 from ..contract import View, is_contiguous
+from . import transpose
 from .blocks import launch
 from .device import current_stream, empty, scalar
+from .elementwise import convert
 from .strided import strided_offset
 
 
@@ -71,8 +73,6 @@ def _dense_slice(v: View):
 
 def contiguous(v: View):
     """A dense row-major copy of any view (always a new buffer)."""
-    from .transpose import as_batched_transpose, transpose_copy
-
     n = v.numel
     out = empty(n, v.dtype)
     if n == 0:
@@ -80,9 +80,9 @@ def contiguous(v: View):
     if is_contiguous(v.shape, v.strides):
         out.copy_to_device(_dense_slice(v), stream=current_stream())
         return out
-    batched = as_batched_transpose(v)
+    batched = transpose.as_batched_transpose(v)
     if batched is not None:
-        return transpose_copy(batched, out)
+        return transpose.transpose_copy(batched, out)
     launch(gather_strided_kernel, n, v.buf, tuple(v.shape), tuple(v.strides), v.offset, out)
     return out
 
@@ -95,8 +95,6 @@ def dense(v: View):
 
 
 def cast(v: View, dtype):
-    from .elementwise import convert
-
     return convert(v, np.dtype(dtype))
 
 
