@@ -196,11 +196,16 @@ class Function:
             out.grad_fn = ctx
             out._output_index = index
             out._fn_version = out._version_counter[0]
-        for i, meta in enumerate(ctx._saved_meta):  # a saved output: this node made it
+        # A saved output is kept as a detached alias (same buffer, same version counter) and
+        # its node as a marker: a node holding its own output (output -> node -> output) is a
+        # reference cycle, which keeps the output's memory until the garbage collector runs
+        # whenever backward never does (a forward outside no_grad that is only evaluated).
+        for i, meta in enumerate(ctx._saved_meta):
             if meta is not None and meta[2] is None:
                 for k, out in enumerate(results):
                     if out is ctx._saved[i]:
-                        ctx._saved_meta[i] = (meta[0], meta[1], ctx, k)
+                        ctx._saved_meta[i] = (meta[0], meta[1], OWN_OUTPUT, k)
+                        ctx._saved = ctx._saved[:i] + (out.detach(),) + ctx._saved[i + 1:]
         return results[0] if single else results
 
     def forward(ctx, *args, **kwargs):
@@ -237,8 +242,13 @@ def _tensor_type(t):
     return f"{prefix}{SCALAR_TYPES[str(t.dtype)]}Tensor {list(t.shape)}"
 
 
+OWN_OUTPUT = "own output"
+"""The node recorded in the version metadata of a saved tensor that the node itself made."""
+
+
 def _modified_error(node, t, meta):
     counter, version, fn, index = meta
+    fn = node if fn is OWN_OUTPUT else fn
     where = f", which is output {index} of {fn.name()}," if fn is not None else ""
     return RuntimeError(
         f"one of the variables needed for gradient computation has been modified by an inplace "

@@ -171,3 +171,32 @@ def test_non_leaf_grad_is_not_kept_unless_retained():
 def test_integer_tensors_cannot_require_grad():
     with pytest.raises(RuntimeError, match="floating point"):
         mg.tensor([1, 2]).requires_grad_()
+
+
+@pytest.mark.parametrize("op", ["relu", "exp", "tanh", "sigmoid", "sqrt"])
+def test_a_node_does_not_keep_its_own_output_alive(op):
+    """Ops that save their output for backward (relu, exp, ...) keep a detached alias of it,
+    not the output itself: without backward, dropping the output frees it (and its memory)
+    at once, with no garbage collection; with backward, the gradient is unchanged."""
+    import gc
+    import weakref
+
+    x = mg.tensor(np.abs(rng.standard_normal((3, 4))) + 0.5, requires_grad=True)
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        y = getattr(x, op)()
+        ref = weakref.ref(y)
+        del y
+        assert ref() is None
+    finally:
+        if enabled:
+            gc.enable()
+    loss = getattr(x, op)().sum()  # the output is gone, its node's alias still serves backward
+    loss.backward()
+    assert gradcheck(lambda t: getattr(t, op)(), [x.detach().requires_grad_()])
+    want = {"relu": np.ones((3, 4)), "exp": np.exp(x.detach().numpy()),
+            "tanh": 1 - np.tanh(x.detach().numpy()) ** 2,
+            "sigmoid": (s := 1 / (1 + np.exp(-x.detach().numpy()))) * (1 - s),
+            "sqrt": 0.5 / np.sqrt(x.detach().numpy())}[op]
+    np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-6)
