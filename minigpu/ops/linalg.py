@@ -35,9 +35,20 @@ def _batched_layout(shape, strides):
     return None
 
 
+def _matrix(t: Tensor) -> View:
+    """A 2-D tensor as one batch of stride 0: the (1, rows, cols) view the matmul primitive takes."""
+    return View(t._buf, (1,) + t.shape, (0,) + t._strides, t._offset)
+
+
+def _matrix_t(t: Tensor) -> View:
+    """A 2-D tensor transposed, as a (1, cols, rows) view: no copy."""
+    rows, cols = t.shape
+    return View(t._buf, (1, cols, rows), (0, t._strides[1], t._strides[0]), t._offset)
+
+
 def _batched_operand(t: Tensor, shape):
     if len(shape) == 2 and t.shape == shape:  # a plain matrix: one batch of stride 0
-        return View(t._buf, (1,) + shape, (0,) + t._strides, t._offset)
+        return _matrix(t)
     v = expand_view(t, shape)
     merged = _as_batched(v)
     if merged is None:
@@ -62,17 +73,6 @@ class MatMul(Function):
         ga = sum_to(g @ b.mT, a.shape) if self.needs_input_grad[0] else None
         gb = sum_to(a.mT @ g, b.shape) if self.needs_input_grad[1] else None
         return ga, gb
-
-
-def _matrix(t: Tensor) -> View:
-    """A 2-D tensor as one batch of stride 0: the (1, rows, cols) view the matmul primitive takes."""
-    return View(t._buf, (1,) + t.shape, (0,) + t._strides, t._offset)
-
-
-def _matrix_t(t: Tensor) -> View:
-    """A 2-D tensor transposed, as a (1, cols, rows) view: no copy."""
-    rows, cols = t.shape
-    return View(t._buf, (1, cols, rows), (0, t._strides[1], t._strides[0]), t._offset)
 
 
 class Addmm(Function):
