@@ -421,6 +421,10 @@ def test_numbers_quoted_in_the_course():
     assert _scores("reduction", exercises.solution_path("reduction"), 7)[
         "barriers per block"] == 1
     assert _scores("reduction", VARIANTS / "reduction_slow.py", 7)["barriers per block"] == 8
+    key = "global load sectors per element"     # 12: three passes read 1.5 times two
+    three = _scores("online_softmax", exercises.solution_path("softmax"), 7)[key]
+    two = _scores("online_softmax", exercises.solution_path("online_softmax"), 7)[key]
+    assert three == pytest.approx(1.5 * two)
 
 
 def test_static_layer_catches_float64(write):

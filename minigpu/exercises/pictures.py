@@ -39,7 +39,7 @@ def restart_on_simulator():
 
 
 def _params(ex, c, shape, tr):
-    view, params = ex.picture
+    view, params = ex.picture[:2]
     params = dict(params)
     if view in ("tree", "network"):
         params.setdefault("array", next(iter(tr.arrays("shared")), None))
@@ -52,14 +52,14 @@ def _params(ex, c, shape, tr):
     if view == "heat":
         params["arrays"] = [a for a in tr.arrays("global") if tr.shape(a, 0) and
                             len(tr.shape(a, 0)) == 2][:2]
+        params["vmax"] = params["tile"] = c["TILE"]   # one colour scale: 1 ... TILE loads
     if view == "sweeps":
         params["cols"] = shape[1]
     return params
 
 
 def _trace(ex, module, c, shape):
-    view, _ = ex.picture
-    block, warp = VIEWS[view][1]
+    block, warp = VIEWS[ex.picture[0]][1]
     ins, out = _problem(ex, c, shape, 0)
     return draw.traced(lambda: _execute(ex, module, c, shape, ins, out), block, warp)
 
@@ -72,7 +72,7 @@ def picture(name, path=None) -> draw.Picture:
     c = constants_of(ex, solution if solution else load(Path(__file__).parent / "solutions"
                                                          / f"{name}.py"))
     reference = load(Path(__file__).parent / "solutions" / f"{name}.py", c)
-    shape = ex.sizes(np.random.default_rng(0), c)[0]
+    shape = ex.sizes(np.random.default_rng(0), c)[ex.picture[2] if len(ex.picture) > 2 else 0]
     view = VIEWS[ex.picture[0]][0]
     panels = []
     if solution is not None:
@@ -93,8 +93,8 @@ CAPTIONS = {
              "a coalesced load fills few, neighbouring sectors.",
     "banks": "Warp 0's first shared load: the tile coloured by bank, the words read marked; "
              "the bars count words per bank (the tallest is the wavefronts).",
-    "masks": "Which threads of block 0 take part in each shared-memory access, in order "
-             "(pink: idle lanes of a warp that still issues it).",
+    "masks": "Which threads of block 0 touch shared memory in each barrier interval "
+             "(pink: idle lanes of a warp that still issues the access).",
     "tree": "Block 0's shared-memory tree: at each barrier interval, an arrow from every "
             "element a thread reads to the one it writes.",
     "network": "Block 0's compare-exchange network in shared memory, one step per barrier.",

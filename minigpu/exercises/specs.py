@@ -61,7 +61,7 @@ class Exercise:
     scale: Callable = None           # (consts, *inputs) -> magnitudes: atol = rtol * scale
     min_occupancy: float = 0.5
     max_registers: int = 64
-    picture: tuple = ()              # (view name, params) the grader's --plot draws
+    picture: tuple = ()              # (view name, params[, which drawn size]) to draw
     step: str = ""                   # a second chapter whose budget this exercise checks
     functions: tuple = ("kernel",)   # what the module must define
 
@@ -257,7 +257,7 @@ REDUCTION = Exercise(
     budgets=(Budget("barriers per block", per_block("barriers"), 2, CH[5]),
              Budget("global load sectors per input", per_input("global_load_sectors"), 1.25,
                     CH[1], relative=True)),
-    picture=("masks", dict(space="shared", by="request")),
+    picture=("masks", dict(space="shared", by="phase")),
     step=CH[5])
 
 
@@ -296,7 +296,7 @@ SOFTMAX = Exercise(
              Budget("global load requests per row", lambda m: m["global_load_requests"]
                     / m.shape[0], 1.25, CH[5], relative=True),
              NO_BARRIER),
-    picture=("sweeps", dict(array="x")))
+    picture=("sweeps", dict(array="x"), 2))
 
 
 def _csr_inputs(rng, s, c):
@@ -339,7 +339,7 @@ SPMV = Exercise(
              Budget("global load requests per nonzero", lambda m: m["global_load_requests"]
                     / max(m.ins[2].size, 1), 1.25, CH[5], relative=True),
              NO_BARRIER),
-    picture=("lanes", dict(kind="load", array="data", request=1)))
+    picture=("lanes", dict(kind="load", array="data")))
 
 
 # --- 7. histogram (chapter 6) ----------------------------------------------------------------
@@ -362,7 +362,7 @@ HISTOGRAM = Exercise(
     rtol=0,
     budgets=(Budget("global atomics per bin per block",
                     lambda m: m.global_atomics / (m.blocks() * m.consts["NBINS"]), 1.0, CH[6]),),
-    picture=("counts", dict(array="local", space="shared", kind="atomic")))
+    picture=("counts", dict(array="hist", kind="atomic")))
 
 
 # --- 8. scan and 9. scan_blocks (chapter 7) --------------------------------------------------
@@ -388,7 +388,7 @@ SCAN = Exercise(
     budgets=(Budget("global load sectors per output", per_output("global_load_sectors"),
                     1.25, CH[7], relative=True),
              Budget("barriers per block", per_block("barriers"), 1.25, CH[7], relative=True)),
-    picture=("tree", dict(array="buf")))
+    picture=("tree", dict()))
 
 
 def _cumsum(c, x):
@@ -570,7 +570,7 @@ SORT = Exercise(
                     lambda m: m.of("sort_blocks")["global_load_sectors"]
                     / max(m.of("sort_blocks")["global_load_requests"], 1), 1.25, CH[1],
                     relative=True)),
-    picture=("network", dict(array="buf", kernel="sort_blocks")))
+    picture=("network", dict(kernel="sort_blocks")))
 
 
 # --- 13. online softmax (chapter 12) -----------------------------------------------------------
@@ -587,7 +587,7 @@ ONLINE_SOFTMAX = Exercise(
              Budget("global load sectors per request", per_request("global", "load"), 1.25,
                     CH[1], relative=True),
              NO_BARRIER),
-    picture=("sweeps", dict(array="x")))
+    picture=("sweeps", dict(array="x"), 2))
 
 
 EXERCISES = [EPILOGUE, STENCIL, TRANSPOSE, REDUCTION, SOFTMAX, SPMV, HISTOGRAM, SCAN,

@@ -139,8 +139,7 @@ def lanes(ax, trace, request=0, **filters):
     ax.set_xticks([x0[s] for s in ticks], [f"{s * SECTOR}" for s in ticks], fontsize=8)
     ax.set_ylabel("lane")
     used = sum(size for _, size in set(req.lanes.values()))
-    ax.set_xlabel(f"boxes: the 32-byte sectors fetched (gap: memory skipped; byte address "
-                  f"of '{req.array}' below)\n"
+    ax.set_xlabel(f"boxes: 32-byte sectors of '{req.array}' fetched (gaps: skipped memory)\n"
                   f"{req.kind} of {len(req.lanes)} lanes: {len(sectors)} sectors, {used} B used "
                   f"of {SECTOR * len(sectors)} B fetched", fontsize=9)
 
@@ -211,6 +210,7 @@ def masks(ax, trace, threads=None, by="phase", **filters):
         ax.axvline(w - 0.5, color="k", lw=1.2)
     ax.set_xlabel("thread (black lines: warp boundaries)")
     ax.set_ylabel("step (barrier interval)" if by == "phase" else "step")
+    ax.set_yticks(range(len(keys)))
     eff = lanes_used / (WARP * issued) if issued else 0
     ax.legend(handles=[Patch(color=ACTIVE, label="works"),
                        Patch(color=MASKED, label="idle, warp issues the step"),
@@ -232,37 +232,62 @@ def _by_phase_and_thread(trace, array, index, kinds, **filters):
     return out
 
 
-def tree(ax, trace, array, n, index=None, **filters):
-    """Levels (y, one per barrier interval that stores to ``array``) of a reduction or scan:
-    an arrow from every element a thread loads to the element it stores. ``index`` maps a
-    flat shared index to the element drawn (e.g. dropping a double buffer's row); ``n``:
-    how many elements to draw."""
-    index = index or (lambda i: i)
-    work = _by_phase_and_thread(trace, array, index, ("load", "store"), **filters)
-    phases = sorted({p for (p, _), acc in work.items() if "store" in acc and "load" in acc})
-    level = {p: k for k, p in enumerate(phases)}
-    adds = 0
-    for (p, _), acc in work.items():
-        if p not in level:
-            continue
-        y = level[p]
-        srcs = sorted(set(s for s in acc.get("load", []) if s < n))
-        adds += max(len(srcs) - 1, 0)
-        for dst in acc.get("store", []):
-            if dst >= n:
+def _stores_and_sources(trace, array, index, carry, **filters):
+    """[(phase, thread, stored element, {elements it was computed from})]: a store's sources
+    are the thread's loads of ``array`` in its barrier interval, and with ``carry`` all of
+    them since its previous storing interval (a read, a barrier, then the write, as in a
+    read-barrier-write scan step)."""
+    per_thread = {}
+    for t in trace.select(space="shared", array=array, **filters):
+        per_thread.setdefault(t.tid, []).append(t)
+    out = []
+    for tid, touches in per_thread.items():
+        pending, phase, sources, last = set(), None, set(), None
+        for t in touches:
+            i = index(t.index)
+            if i is None:
                 continue
-            for src in srcs:
-                colour = "#bbbbbb" if src == dst else "#c0392b"
-                ax.annotate("", xy=(dst, y + 1), xytext=(src, y),
-                            arrowprops=dict(arrowstyle="->", color=colour, lw=1.0))
+            if t.kind == "load":
+                if not carry and pending and t.phase != last:
+                    pending = set()
+                pending.add(i)
+                last = t.phase
+            elif t.kind == "store":
+                if t.phase != phase:
+                    phase, sources, pending = t.phase, pending, set()
+                out.append((phase, tid, i, sources))
+    return out
+
+
+def tree(ax, trace, array, n, index=None, carry=True, **filters):
+    """Levels (y, one per barrier interval that writes ``array`` from values read from it) of
+    a reduction or scan: an arrow from every element a thread read to the element it writes.
+    ``index`` maps a flat shared index to the element drawn (e.g. dropping a double buffer's
+    row); ``n``: how many elements to draw; ``carry``: see :func:`_stores_and_sources`."""
+    index = index or (lambda i: i)
+    work = [w for w in _stores_and_sources(trace, array, index, carry, **filters) if w[3]]
+    phases = sorted({p for p, *_ in work})
+    level = {p: k for k, p in enumerate(phases)}
+    adds = {}
+    for p, tid, dst, srcs in work:
+        srcs = [s for s in srcs if s < n]
+        if dst >= n:
+            continue
+        adds[p, tid] = max(len(srcs) - 1, 0)
+        y = level[p]
+        for src in srcs:
+            colour = "#bbbbbb" if src == dst else "#c0392b"
+            ax.annotate("", xy=(dst, y + 1), xytext=(src, y),
+                        arrowprops=dict(arrowstyle="->", color=colour, lw=1.0))
     for y in range(len(phases) + 1):
         ax.scatter(range(n), [y] * n, s=16, color="#08519c", zorder=3)
     ax.set_ylim(len(phases) + 0.5, -0.5)
     ax.set_xlim(-1, n)
     ax.set_xlabel(f"element of '{array}'")
-    ax.set_ylabel("level (one barrier interval each)")
-    ax.text(0.99, 0.02, f"{len(phases)} levels, {adds} adds", transform=ax.transAxes,
-            ha="right", va="bottom", fontsize=9, bbox=dict(fc="white", ec="0.7"))
+    ax.set_ylabel("level (top: the values loaded)")
+    ax.text(0.99, 0.02, f"{len(phases)} levels, {sum(adds.values())} adds",
+            transform=ax.transAxes, ha="right", va="bottom", fontsize=9,
+            bbox=dict(fc="white", ec="0.7"))
 
 
 def network(ax, trace, array, n, index=None, **filters):
@@ -374,7 +399,9 @@ def counts(ax, trace, array, n, space="global", kind="atomic", **filters):
     for t in trace.select(space=space, array=array, kind=kind, **filters):
         if t.index < n:
             per[t.index] += 1
+    from matplotlib.ticker import MaxNLocator
     ax.bar(range(n), per, color="#08519c")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel(f"element of '{array}' ({space})")
     ax.set_ylabel(f"{kind}s")
     ax.text(0.99, 0.97, f"{sum(per)} {kind}s in all", transform=ax.transAxes, ha="right",

@@ -20,9 +20,10 @@ R*C elements (the bias row is C elements, read from cache, and is ignored):
 * fused (``bias_act``): read x, write y: **2 passes, 1 launch**, no temporary; ``x + bias``
   lives in a register between the add and the activation.
 
-So the fused kernel moves half the bytes and should run about 2x faster once the tensor is
-large enough to be bandwidth bound (``python -m minigpu.tools.bench --lesson fusion``). This is the
-same fusion ``optim.py`` (Adam: 15 -> 7 passes) and ``lstm.py`` (LSTM cell: 30 -> 11 passes)
+So the fused kernel moves about half the bytes (counted on the simulator:
+``python -m minigpu.lessons fusion``); on a GPU, expect it to be faster once the tensor is
+large enough to be bandwidth bound (``python -m minigpu.tools.bench --lesson fusion`` times
+both). This is the same fusion ``optim.py`` (Adam: 15 -> 7 passes) and ``lstm.py`` (LSTM cell: 30 -> 11 passes)
 teach, on the smallest example that shows it; cuBLAS/cuDNN call it an *epilogue*.
 
 The activations are the ``elementwise`` device functions themselves (``unary_relu``,

@@ -32,9 +32,8 @@ Lesson: block size and occupancy (``saxpy_kernel`` launched with 32 ... 1024 thr
     128+   2048/block   64 (100 %)  warp slots
     ====== ============ =========== ==========================================
 
-    Expect 32-thread blocks to be clearly slower and everything from 128 up to be within a few
-    percent: past full occupancy, a bigger block buys nothing (and 1024-thread blocks make the
-    tail of the grid coarser). High occupancy is a means, not the goal: the register-tiled
+    On a GPU, expect 32-thread blocks to be slower than 64 and up: past full occupancy, a
+    bigger block buys nothing (and 1024-thread blocks make the tail of the grid coarser). High occupancy is a means, not the goal: the register-tiled
     GEMM (``matmul.py``) runs at 12.5 % occupancy on purpose, trading warps for registers that
     each do four FMAs per shared-memory load. ``python -m minigpu.tools.bench --lesson occupancy``
     measures the sweep; ``python -m minigpu.tools.kernel_report`` prints each kernel's occupancy.

@@ -143,7 +143,7 @@ def _pictures():
         (draw.panel("Hillis-Steele (double buffer)", draw.tree, hillis, array="buf", n=16,
                     index=lambda i: i % 16),
          draw.panel("production: Blelloch up-sweep and down-sweep", draw.tree, blelloch,
-                    array="temp", n=16, index=_unpad)))]
+                    array="temp", n=16, index=_unpad, carry=False)))]
 
 
 def _unpad(i):
