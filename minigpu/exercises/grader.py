@@ -34,6 +34,7 @@ import numpy as np
 from .specs import BY_NAME, CH, Exercise
 
 SOLUTIONS = Path(__file__).parent / "solutions"
+TIMEOUT_S = 600   # a grading on the simulator takes seconds; this is an endless loop
 
 
 @dataclass
@@ -382,7 +383,13 @@ def _in_subprocess(name, path, static, seed, plot):
         cmd.append("--no-static")
     if plot:
         cmd += ["--plot", str(plot)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(True))
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(True),
+                              timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return Result(name, [("correctness", f"the grader stopped the kernel after "
+                              f"{TIMEOUT_S} s: an endless loop, or a barrier some threads "
+                              f"never reach? (seed {seed})")])
     if proc.returncode not in (0, 1):
         raise RuntimeError(f"the grader subprocess failed:\n{proc.stderr[-2000:]}")
     data = json.loads(proc.stdout)

@@ -70,6 +70,17 @@ def _ceil(a, b):
     return -(-a // b)
 
 
+def on_magnitudes(reference):
+    """The scale of a sum-like reference: the same computation on the inputs' magnitudes
+    (its rounding error is at most a few ulps of that, whatever the cancellation)."""
+    return lambda c, *ins: reference(c, *(np.abs(a) for a in ins))
+
+
+def _by_block(x, tpb):
+    """x as float64 rows of tpb, the last row padded with zeros."""
+    return np.pad(x.astype(np.float64), (0, (-len(x)) % tpb)).reshape(-1, tpb)
+
+
 # --- sizes: several blocks of the student's block, ragged edges included --------------------
 def blocked(rng, extent, kind, most=4):
     """A length covering 2 to ``most`` blocks of ``extent``: ``ragged`` (at least 3 blocks
@@ -119,8 +130,12 @@ def _rows_and_columns(rng, c, rows_per_block):
 def per_request(kind, op):
     """sectors (global) or wavefronts (shared) per request of ``kind`` ("global"/"shared")
     ``op`` ("load"/"store")."""
-    unit = "sectors" if kind == "global" else "wavefronts"
-    return lambda m: m[f"{kind}_{op}_{unit}"] / max(m[f"{kind}_{op}_requests"], 1)
+    return lambda m: _per_request(m, f"{kind}_{op}")
+
+
+def _per_request(metrics, what):
+    unit = "sectors" if what.startswith("global") else "wavefronts"
+    return metrics[f"{what}_{unit}"] / max(metrics[f"{what}_requests"], 1)
 
 
 def per_output(metric):
@@ -167,10 +182,23 @@ def _threads(**limits):
     return check
 
 
-COALESCED = (Budget("global load sectors per request", per_request("global", "load"), 1.25,
-                    CH[1], relative=True),
-             Budget("global store sectors per request", per_request("global", "store"), 1.25,
-                    CH[1], relative=True))
+def relative(label, measure, chapter, factor=1.25):
+    """At most ``factor`` times what the reference measures with the same constants."""
+    return Budget(label, measure, factor, chapter, relative=True)
+
+
+# The general budgets: every exercise is held to its reference's access pattern where the
+# reference has one, so a correct kernel that reads uncoalesced, leaves lanes idle (one lane
+# doing a warp's work) or bank-conflicts fails, whichever exercise it is.
+LOAD_SECTORS = relative("global load sectors per request", per_request("global", "load"), CH[1])
+STORE_SECTORS = relative("global store sectors per request", per_request("global", "store"),
+                         CH[1])
+COALESCED = (LOAD_SECTORS, STORE_SECTORS)
+LOAD_REQUESTS = relative("global load requests per input element",
+                         lambda m: m["global_load_requests"] / m.ins[0].size, CH[4])
+SHARED = (relative("shared load wavefronts per request", per_request("shared", "load"), CH[3]),
+          relative("shared store wavefronts per request", per_request("shared", "store"),
+                   CH[3]))
 
 EPILOGUE = Exercise(
     "epilogue", CH[1], "fused bias + leaky-ReLU, coalesced 2-D thread mapping",
@@ -182,7 +210,7 @@ EPILOGUE = Exercise(
                               np.zeros(s, np.float32)),
     launch=_2d_launch("BX", "BY"),
     reference=_epilogue,
-    budgets=COALESCED,
+    budgets=COALESCED + (LOAD_REQUESTS,),
     picture=("lanes", dict(kind="load", array="x")))
 
 
@@ -196,17 +224,20 @@ def _1d_launch(c, n):
     return _ceil(n, c["TPB"]), c["TPB"]
 
 
+def one_thread_per_element(check=None):
+    """The fields of a 1-D exercise launched as kernel[ceil(n / TPB), TPB]."""
+    return dict(constants=("TPB",), launch=_1d_launch, sizes=sizes_1d(lambda c: c["TPB"]),
+                check_constants=check or _threads(block=("TPB",), positive=("TPB",)))
+
+
 STENCIL = Exercise(
     "stencil", CH[2], "1-D 3-point stencil with a shared-memory halo",
-    constants=("TPB",),
-    check_constants=_threads(block=("TPB",), positive=("TPB",)),
-    sizes=sizes_1d(lambda c: c["TPB"]),
+    **one_thread_per_element(),
     inputs=lambda rng, n, c: (rng.standard_normal(n).astype(np.float32),
                               np.zeros(n, np.float32)),
-    launch=_1d_launch,
     reference=_stencil,
-    budgets=(Budget("global load sectors per output", per_output("global_load_sectors"),
-                    1.25, CH[2], relative=True),),
+    budgets=(relative("global load sectors per output", per_output("global_load_sectors"),
+                      CH[2]),) + COALESCED + (LOAD_REQUESTS,) + SHARED,
     picture=("counts", dict(array="x", kind="load")))
 
 
@@ -228,35 +259,24 @@ TRANSPOSE = Exercise(
     launch=lambda c, s: ((_ceil(s[1], c["TILE"]), _ceil(s[0], c["TILE"])),
                          (c["TILE"], c["ROWS"])),
     reference=lambda c, a: np.ascontiguousarray(a.T),
-    budgets=COALESCED + (
-        Budget("shared load wavefronts per request", per_request("shared", "load"), 1.25,
-               CH[3], relative=True),),
+    budgets=COALESCED + SHARED + (LOAD_REQUESTS,),
     picture=("banks", dict(kind="load")))
 
 
 # --- 4. reduction (chapters 4 and 5) -------------------------------------------------------------
 def _block_sums(c, x):
-    tpb = c["TPB"]
-    p = np.pad(x.astype(np.float64), (0, (-len(x)) % tpb)).reshape(-1, tpb)
-    return p.sum(axis=1).astype(np.float32)
-
-
-def _block_abs_sums(c, x):
-    return _block_sums(c, np.abs(x))
+    return _by_block(x, c["TPB"]).sum(axis=1).astype(np.float32)
 
 
 REDUCTION = Exercise(
     "reduction", CH[4], "block sums: a shared-memory tree, then warp shuffles",
-    constants=("TPB",),
-    check_constants=_threads(block=("TPB",), warps=("TPB",)),
-    sizes=sizes_1d(lambda c: c["TPB"]),
+    **one_thread_per_element(_threads(block=("TPB",), warps=("TPB",))),
     inputs=lambda rng, n, c: (rng.standard_normal(n).astype(np.float32),
                               np.zeros(_ceil(n, c["TPB"]), np.float32)),
-    launch=_1d_launch,
-    reference=_block_sums, scale=_block_abs_sums,
+    reference=_block_sums, scale=on_magnitudes(_block_sums),
     budgets=(Budget("barriers per block", per_block("barriers"), 2, CH[5]),
-             Budget("global load sectors per input", per_input("global_load_sectors"), 1.25,
-                    CH[1], relative=True)),
+             relative("global load sectors per input", per_input("global_load_sectors"), CH[1]),
+             LOAD_SECTORS, LOAD_REQUESTS) + SHARED,
     picture=("masks", dict(space="shared", by="phase")),
     step=CH[5])
 
@@ -281,6 +301,8 @@ def _warp_rows_launch(c, s):
 
 
 NO_BARRIER = Budget("barriers per block", per_block("barriers"), 0, CH[5])
+PER_ROW = relative("global load requests per row",
+                   lambda m: m["global_load_requests"] / m.shape[0], CH[5])
 
 SOFTMAX = Exercise(
     "softmax", CH[5], "row softmax, one warp per row, shuffles for the max and the sum",
@@ -291,11 +313,7 @@ SOFTMAX = Exercise(
     inputs=_softmax_inputs,
     launch=_warp_rows_launch,
     reference=_softmax,
-    budgets=(Budget("global load sectors per request", per_request("global", "load"), 1.25,
-                    CH[1], relative=True),
-             Budget("global load requests per row", lambda m: m["global_load_requests"]
-                    / m.shape[0], 1.25, CH[5], relative=True),
-             NO_BARRIER),
+    budgets=COALESCED + (PER_ROW, NO_BARRIER),
     picture=("sweeps", dict(array="x"), 2))
 
 
@@ -320,10 +338,6 @@ def _spmv(c, indptr, indices, data, x):
     return y.astype(np.float32)
 
 
-def _spmv_scale(c, indptr, indices, data, x):
-    return _spmv(c, indptr, indices, np.abs(data), np.abs(x))
-
-
 SPMV = Exercise(
     "spmv", CH[5], "CSR sparse matrix-vector product, one warp per row",
     constants=("WARPS",),
@@ -333,12 +347,11 @@ SPMV = Exercise(
                           _rows_and_columns(rng, c, c["WARPS"])],
     inputs=_csr_inputs,
     launch=_warp_rows_launch,
-    reference=_spmv, scale=_spmv_scale, rtol=1e-5,
-    budgets=(Budget("global load sectors per request", per_request("global", "load"), 1.25,
-                    CH[1], relative=True),
-             Budget("global load requests per nonzero", lambda m: m["global_load_requests"]
-                    / max(m.ins[2].size, 1), 1.25, CH[5], relative=True),
-             NO_BARRIER),
+    reference=_spmv, scale=on_magnitudes(_spmv), rtol=1e-5,
+    budgets=COALESCED + (
+        relative("global load requests per nonzero",
+                 lambda m: m["global_load_requests"] / max(m.ins[2].size, 1), CH[5]),
+        NO_BARRIER),
     picture=("lanes", dict(kind="load", array="data")))
 
 
@@ -361,33 +374,26 @@ HISTOGRAM = Exercise(
     reference=lambda c, v: np.bincount(v, minlength=c["NBINS"]).astype(np.int32),
     rtol=0,
     budgets=(Budget("global atomics per bin per block",
-                    lambda m: m.global_atomics / (m.blocks() * m.consts["NBINS"]), 1.0, CH[6]),),
+                    lambda m: m.global_atomics / (m.blocks() * m.consts["NBINS"]), 1.0, CH[6]),
+             LOAD_SECTORS, LOAD_REQUESTS) + SHARED,
     picture=("counts", dict(array="hist", kind="atomic")))
 
 
 # --- 8. scan and 9. scan_blocks (chapter 7) --------------------------------------------------
 def _segmented_cumsum(c, x):
-    tpb = c["TPB"]
-    p = np.pad(x.astype(np.float64), (0, (-len(x)) % tpb)).reshape(-1, tpb)
-    return np.cumsum(p, axis=1).ravel()[:len(x)].astype(np.float32)
-
-
-def _segmented_abs(c, x):
-    return _segmented_cumsum(c, np.abs(x))
+    return np.cumsum(_by_block(x, c["TPB"]), axis=1).ravel()[:len(x)].astype(np.float32)
 
 
 SCAN = Exercise(
     "scan", CH[7], "block-wise inclusive scan (Hillis-Steele in shared memory)",
-    constants=("TPB",),
-    check_constants=_threads(block=("TPB",), positive=("TPB",)),
-    sizes=sizes_1d(lambda c: c["TPB"]),
+    **one_thread_per_element(),
     inputs=lambda rng, n, c: (rng.standard_normal(n).astype(np.float32),
                               np.zeros(n, np.float32)),
-    launch=_1d_launch,
-    reference=_segmented_cumsum, scale=_segmented_abs,
-    budgets=(Budget("global load sectors per output", per_output("global_load_sectors"),
-                    1.25, CH[7], relative=True),
-             Budget("barriers per block", per_block("barriers"), 1.25, CH[7], relative=True)),
+    reference=_segmented_cumsum, scale=on_magnitudes(_segmented_cumsum),
+    budgets=(relative("global load sectors per output", per_output("global_load_sectors"),
+                      CH[7]),
+             relative("barriers per block", per_block("barriers"), CH[7])) + COALESCED + (
+        LOAD_REQUESTS,) + SHARED,
     picture=("tree", dict()))
 
 
@@ -430,11 +436,11 @@ SCAN_BLOCKS = Exercise(
                               np.zeros(n, np.float32)),
     run=_run_scan_blocks, kernels=_scan_blocks_kernels,
     functions=("scan_blocks", "scan_sums", "add_sums"),
-    reference=_cumsum, scale=lambda c, x: _cumsum(c, np.abs(x)), rtol=1e-5,
-    budgets=(Budget("global load sectors per output", per_output("global_load_sectors"),
-                    1.25, CH[7], relative=True),
-             Budget("barriers per block of scan_blocks", per_block("barriers", "scan_blocks"),
-                    1.25, CH[7], relative=True)),
+    reference=_cumsum, scale=on_magnitudes(_cumsum), rtol=1e-5,
+    budgets=(relative("global load sectors per output", per_output("global_load_sectors"),
+                      CH[7]),
+             relative("barriers per block of scan_blocks", per_block("barriers", "scan_blocks"),
+                      CH[7])) + COALESCED + SHARED,
     picture=("traffic", dict()))
 
 
@@ -459,11 +465,9 @@ MATMUL = Exercise(
     launch=lambda c, s: ((_ceil(s[2], c["TILE"]), _ceil(s[0], c["TILE"])),
                          (c["TILE"], c["TILE"])),
     reference=lambda c, a, b: (a.astype(np.float64) @ b).astype(np.float32),
-    scale=lambda c, a, b: np.abs(a).astype(np.float64) @ np.abs(b),
-    budgets=(Budget("global load requests per warp", per_warp("global_load_requests"), 1.25,
-                    CH[8], relative=True),
-             Budget("global load sectors per request", per_request("global", "load"), 1.25,
-                    CH[1], relative=True)),
+    scale=on_magnitudes(lambda c, a, b: a.astype(np.float64) @ b),
+    budgets=(relative("global load requests per warp", per_warp("global_load_requests"),
+                      CH[8]),) + COALESCED + SHARED,
     picture=("heat", dict()))
 
 
@@ -509,13 +513,9 @@ CONV2D = Exercise(
     run=_run_conv, functions=("make_kernel",),
     kernels=lambda module, c, s, ins, out: [("kernel", module.make_kernel(ins[1]),
                                              (ins[0], out), c["BX"] * c["BY"])],
-    reference=_conv, scale=lambda c, x, w: _conv(c, np.abs(x), np.abs(w)),
-    budgets=(Budget("global load sectors per request", per_request("global", "load"), 1.25,
-                    CH[1], relative=True),
-             Budget("global load requests per output", per_output("global_load_requests"),
-                    1.25, CH[10], relative=True),
-             Budget("global store sectors per request", per_request("global", "store"), 1.25,
-                    CH[1], relative=True)),
+    reference=_conv, scale=on_magnitudes(_conv),
+    budgets=COALESCED + (relative("global load requests per output",
+                                  per_output("global_load_requests"), CH[10]),),
     picture=("traffic", dict()))
 
 
@@ -561,15 +561,14 @@ SORT = Exercise(
     inputs=_sort_inputs,
     run=_run_sort, kernels=_sort_kernels, functions=("sort_blocks", "merge"),
     reference=lambda c, x: np.sort(x), rtol=0,
-    budgets=(Budget("barriers per block of sort_blocks", per_block("barriers", "sort_blocks"),
-                    1.25, CH[11], relative=True),
-             Budget("global load requests per element of merge",
-                    lambda m: m.of("merge")["global_load_requests"] / m.ins[0].size, 1.25, CH[11],
-                    relative=True),
-             Budget("global load sectors per request of sort_blocks",
-                    lambda m: m.of("sort_blocks")["global_load_sectors"]
-                    / max(m.of("sort_blocks")["global_load_requests"], 1), 1.25, CH[1],
-                    relative=True)),
+    budgets=(relative("barriers per block of sort_blocks", per_block("barriers", "sort_blocks"),
+                      CH[11]),
+             relative("global load requests per element of merge",
+                      lambda m: m.of("merge")["global_load_requests"] / m.ins[0].size, CH[11]),
+             relative("global load sectors per request of sort_blocks",
+                      lambda m: _per_request(m.of("sort_blocks"), "global_load"), CH[1]),
+             relative("global store sectors per request of sort_blocks",
+                      lambda m: _per_request(m.of("sort_blocks"), "global_store"), CH[1])) + SHARED,
     picture=("network", dict(kernel="sort_blocks")))
 
 
@@ -582,11 +581,8 @@ ONLINE_SOFTMAX = Exercise(
     inputs=_softmax_inputs,
     launch=_warp_rows_launch,
     reference=_softmax,
-    budgets=(Budget("global load sectors per element", lambda m: m["global_load_sectors"]
-                    / m.ins[0].size, 1.1, CH[12], relative=True),
-             Budget("global load sectors per request", per_request("global", "load"), 1.25,
-                    CH[1], relative=True),
-             NO_BARRIER),
+    budgets=(relative("global load sectors per element", per_input("global_load_sectors"), CH[12],
+                      factor=1.1),) + COALESCED + (PER_ROW, NO_BARRIER),
     picture=("sweeps", dict(array="x"), 2))
 
 
