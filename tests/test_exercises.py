@@ -212,7 +212,8 @@ CONSTANTS = {
 # correct solutions written differently from the references
 ALTERNATIVES = [("reduction", "reduction_serial_tail.py"),
                 ("stencil", "stencil_halo_by_neighbours.py"),
-                ("scan", "scan_double_buffer.py")]
+                ("scan", "scan_double_buffer.py"), ("scan", "scan_blelloch.py"),
+                ("softmax", "softmax_shfl_down_broadcast.py"), ("epilogue", "epilogue_grid2.py")]
 
 
 def _seed(*parts):

@@ -6,7 +6,9 @@ The grader launches ``kernel[ceil(n / TPB), TPB](x, out)`` on sizes drawn from y
 may change it).
 
 Budgets, each at most 1.25 x the reference's with your TPB: global load sectors per output
-(read each input once) and barriers per block (2 per step of Hillis-Steele in shared memory).
+(read each input once) and barriers per block (2 per step of Hillis-Steele in shared memory),
+and no bank conflicts (Blelloch's up-sweep and down-sweep pass too, with TPB a power of two,
+if you pad its strided accesses as chapter 3 shows).
 Check it: python -m minigpu.exercises check scan this_file.py
 """
 from numba import cuda, float32
