@@ -476,3 +476,14 @@ def test_specs_budgets_name_a_chapter_and_the_reference_measures_them():
         assert ex.budgets
         for b in ex.budgets:
             assert b.chapter in specs.CH.values()
+
+
+def test_plot_draws_the_solution_next_to_the_reference(tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    res = exercises.check("histogram", VARIANTS / "histogram_slow.py", static=False, seed=3,
+                          plot=tmp_path)
+    assert not res.passed and (tmp_path / "exercise_histogram.png").stat().st_size > 20_000
+    monkeypatch.setitem(sys.modules, "matplotlib", None)      # as without the demos extra
+    res = exercises.check("histogram", exercises.solution_path("histogram"), static=False,
+                          seed=3, plot=tmp_path / "none")
+    assert res.passed and "no picture: pictures need matplotlib" in "\n".join(res.notes)

@@ -131,14 +131,15 @@ def main(argv=None):
         return _static(args.name, args.path)
     if args.cmd == "plot":
         from .pictures import draw_all, draw_solution, restart_on_simulator
-        restart_on_simulator()
-        if args.all:
-            for path in draw_all(args.all):
-                print(f"wrote {path}")
-            return 0
-        if name is None:
+        if name is None and not args.all:
             ap.error("plot needs an exercise name (or --all DIR)")
-        print(f"wrote {draw_solution(name, args.path, args.out)}")
+        restart_on_simulator()
+        try:
+            for path in draw_all(args.all) if args.all else [draw_solution(name, args.path,
+                                                                           args.out)]:
+                print(f"wrote {path}")
+        except RuntimeError as exc:   # matplotlib missing
+            ap.error(str(exc))
         return 0
     if not Path(args.path).exists():
         ap.error(f"{args.path} does not exist (write one with: python -m minigpu.exercises "

@@ -85,7 +85,8 @@ def picture(name, path=None) -> draw.Picture:
     consts = ", ".join(f"{k} = {v}" for k, v in c.items())
     size = "x".join(map(str, shape)) if isinstance(shape, tuple) else str(shape)
     return draw.Picture(f"exercise_{name}", f"{name}: {ex.summary}; {consts}, size {size}. "
-                        f"{CAPTIONS[ex.picture[0]]}", tuple(panels))
+                        f"{CAPTIONS[ex.picture[0]]}", tuple(panels),
+                        share_y=ex.picture[0] in ("counts", "traffic"))
 
 
 CAPTIONS = {

@@ -47,7 +47,10 @@ def main(argv=None):
     if args.plot:
         from .pictures import write_lesson_pictures
         for lesson in lessons or ALL:
-            paths = write_lesson_pictures(lesson, args.plot)
+            try:
+                paths = write_lesson_pictures(lesson, args.plot)
+            except RuntimeError as exc:   # matplotlib missing
+                ap.error(str(exc))
             if not paths:
                 print(f"{lesson.name}: no pictures (its lesson is about timing, which the "
                       f"simulator does not see)")

@@ -39,6 +39,7 @@ class Picture(NamedTuple):
     name: str               # file stem
     caption: str            # what to look for
     panels: tuple
+    share_y: bool = False   # one y scale for all panels (to compare bars)
 
 
 def panel(title, view, trace, **params) -> Panel:
@@ -84,6 +85,7 @@ def render(picture: Picture, path, dpi=100):
     bottom = (0.35 + 0.17 * lines) / (5.6 if tall else 4.7)
     outer = fig.add_gridspec(1, n, left=0.07 / n * 2, right=0.98, top=0.92, bottom=bottom + 0.1,
                              wspace=0.28)
+    drawn = []
     for k, p in enumerate(picture.panels):
         rows = getattr(p.view, "rows", None)
         if rows:
@@ -95,6 +97,12 @@ def render(picture: Picture, path, dpi=100):
             ax = fig.add_subplot(outer[k])
             p.view(ax, p.trace, **p.params)
             ax.set_title(p.title, fontsize=10, loc="left")
+            drawn.append(ax)
+    if picture.share_y and drawn:
+        lo = min(ax.get_ylim()[0] for ax in drawn)
+        hi = max(ax.get_ylim()[1] for ax in drawn)
+        for ax in drawn:
+            ax.set_ylim(lo, hi)
     fig.text(0.01, 0.015, caption, fontsize=9, va="bottom")
     fig.savefig(path, dpi=dpi)
     plt.close(fig)
