@@ -43,6 +43,21 @@ def counters():
     return _counters()
 
 
+def trace(block=0, warp=None):
+    """``with minigpu.cuda.trace(block=0) as tr:`` records which thread touched which element
+    of which global or shared array, for block ``block`` (``None``: every block; ``warp``:
+    one warp of it) of every launch inside the ``with``: ``tr.touches``, grouped into
+    warp-level requests by ``tr.requests()`` (their sectors, banks and active-lane masks).
+    ``minigpu.lessons.draw`` draws them. Needs the simulator: see
+    ``minigpu/simulator/trace.py``."""
+    from . import simulator
+    if not simulator.is_installed():
+        raise RuntimeError("minigpu.cuda.trace() records on the CUDA simulator: set "
+                           "NUMBA_ENABLE_CUDASIM=1 before importing minigpu")
+    from .simulator.trace import trace as _trace
+    return _trace(block, warp)
+
+
 def synchronize():
     """Wait until all queued kernels and copies on the current stream have finished."""
     _device().synchronize()

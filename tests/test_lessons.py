@@ -16,7 +16,7 @@ def test_names_are_unique_and_every_module_has_its_record():
     names = [lesson.name for lesson in lessons.ALL]
     assert len(names) == len(set(names))
     modules = {p.stem for p in (ROOT / "minigpu" / "lessons").glob("*.py")} - {
-        "__init__", "__main__", "record", "measure"}
+        "__init__", "__main__", "record", "measure", "draw", "pictures"}
     assert modules == set(names)
     experiments = [e.name for lesson in lessons.ALL for e in lesson.experiments]
     assert len(experiments) == len(set(experiments))
@@ -64,3 +64,37 @@ def test_production_never_imports_lessons_tools_nn_or_optim():
     for path in production:
         bad = [m for m in _imports(path) if m.startswith(upward)]
         assert not bad, (path, bad)
+
+
+def test_every_experiment_says_what_to_look_for_and_lessons_have_pictures():
+    """The text the CLI prints under each table, and the before/after pictures (lessons
+    about timing alone have none: the simulator cannot see time)."""
+    for lesson in lessons.ALL:
+        for exp in lesson.experiments:
+            assert len(exp.look_for) > 60, exp.name
+    timing_only = {"streams", "unrolling"}
+    assert {lesson.name for lesson in lessons.ALL if lesson.pictures is list} == timing_only
+
+
+def test_cli_names_a_bad_lesson_and_lists_the_good_ones():
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-m", "minigpu.lessons", "coalesing"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "unknown lesson 'coalesing'; the lessons are: coalescing, bank_conflicts" in r.stderr
+    r = subprocess.run([sys.executable, "-m", "minigpu.lessons", "--list"], capture_output=True,
+                       text=True)
+    assert r.returncode == 0 and all(lesson.name in r.stdout for lesson in lessons.ALL)
+
+
+def test_streams_prints_no_speedup_on_the_simulator():
+    """Nothing is timed on the simulator: the lesson's own command prints no number for it."""
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-m", "minigpu.lessons.streams"], capture_output=True,
+                       text=True, env={**__import__("os").environ, "NUMBA_ENABLE_CUDASIM": "1"})
+    assert r.returncode == 0, r.stderr
+    speed = [line for line in r.stdout.splitlines() if line.startswith("speedup")]
+    assert speed == ["speedup                not timed"], r.stdout
+    assert not re.search(r"_ms\s+\d", r.stdout)

@@ -1,9 +1,11 @@
 """Graded kernel exercises that need no GPU: ``python -m minigpu.exercises list | stub | check``.
 
 Each exercise has a stub to fill in (``stubs/``), a reference solution kept apart
-(``solutions/``), a NumPy reference and access budgets (``specs.py``); ``grader.py`` grades a
-solution in three layers (correctness under the sanitizer, measured access budgets, static
-sm_90 limits). The course pages in ``docs/course/`` teach what each one needs.
+(``solutions/``), and in ``specs.py`` the block-size constants it reads from your module, the
+sizes drawn from them, a NumPy reference and access budgets; ``grader.py`` grades a solution in
+three layers (correctness under the sanitizer, measured access budgets, static sm_90 limits)
+and ``pictures.py`` draws its access pattern next to the reference's. The course pages in
+``docs/course/`` teach what each one needs; ``EXERCISES`` is in course order.
 """
 from pathlib import Path
 

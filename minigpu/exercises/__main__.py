@@ -1,10 +1,14 @@
-"""``python -m minigpu.exercises``: list the exercises, write a stub, grade a solution.
+"""``python -m minigpu.exercises``: list the exercises, write a stub, grade a solution, draw it.
 
     python -m minigpu.exercises list
     python -m minigpu.exercises stub stencil [my_stencil.py]
-    python -m minigpu.exercises check stencil my_stencil.py [--no-static]
+    python -m minigpu.exercises check stencil my_stencil.py [--seed N] [--plot DIR] [--no-static]
+    python -m minigpu.exercises plot stencil [my_stencil.py] [--out DIR]
+    python -m minigpu.exercises plot --all DIR
 
-``check`` exits 0 when every layer passes, 1 otherwise.
+``check`` exits 0 when every layer passes, 1 otherwise; it prints the seed its sizes were
+drawn with (``--seed`` replays them). ``plot`` draws the reference solution's access pattern
+(and a file's next to it); ``--all DIR`` draws every exercise's reference.
 """
 import argparse
 import json
@@ -12,49 +16,107 @@ import shutil
 import sys
 from pathlib import Path
 
-from . import BY_NAME, EXERCISES, check, stub_path
-from .grader import static_limits, load
+import numpy as np
+
+from . import BY_NAME, EXERCISES, check, solution_path, stub_path
+from .grader import constants_of, load, static_limits
+
+NAMES = ", ".join(BY_NAME)
+
+
+def _probe_kernel():
+    """Two lines that need NVVM, libdevice (``math.exp``) and a device-function call."""
+    import math
+
+    from numba import cuda
+
+    @cuda.jit(device=True)
+    def twice(x):
+        return x + x
+
+    @cuda.jit
+    def probe(out):
+        out[0] = twice(math.exp(out[0]))
+    return probe
 
 
 def _static(name, path):
-    """Layer (c) (run by the grader in a process without the simulator): JSON on stdout."""
+    """Layer (c), run by the grader in a process without the simulator: JSON on stdout, or
+    exit status TOOLCHAIN_MISSING with what is missing on stderr."""
+    from numba.core.errors import NumbaError
+
     from ..tools import kernel_report as kr
     ex = BY_NAME[name]
-    module = load(path)
-    import numpy as np
-    args = ex.inputs(np.random.default_rng(0), ex.shapes[0])
     try:
-        rep = kr.report_kernel(module.kernel, args, ex.block_threads, name=name)
+        kr.report_kernel(_probe_kernel(), (np.zeros(1, np.float32),), 32, name="probe")
     except kr.ToolchainMissing as exc:
-        print(exc, file=sys.stderr)
+        print("missing: " + "; ".join(exc.missing) + " (pip install -e '.[inspect]')",
+              file=sys.stderr)
         return kr.TOOLCHAIN_MISSING
-    data = {k: getattr(rep, k) for k in ("registers", "smem", "occupancy", "spill_stores",
-                                         "spill_loads", "f64", "error")}
-    data["failures"] = static_limits(ex, rep)
-    print(json.dumps(data))
+    except Exception as exc:  # noqa: BLE001 - e.g. NVVM and ptxas found, libnvrtc not
+        print(f"the CUDA compiler cannot compile a two-line kernel: {type(exc).__name__}: "
+              f"{str(exc).strip()[:300]} (pip install -e '.[inspect]')", file=sys.stderr)
+        return kr.TOOLCHAIN_MISSING
+    module = load(path)
+    c = constants_of(ex, module)
+    shape = ex.sizes(np.random.default_rng(0), c)[0]
+    *ins, out = ex.inputs(np.random.default_rng(0), shape, c)
+    specs = (ex.kernels(module, c, shape, ins, out) if ex.kernels else
+             [("kernel", module.kernel, (*ins, out), int(np.prod(ex.launch(c, shape)[1])))])
+    reports, failures, skipped = [], [], []
+    for kname, kernel, args, block in specs:
+        try:
+            rep = kr.report_kernel(kernel, args, block, name=kname)
+        except NumbaError as exc:   # the kernel's own error: it does not compile
+            failures.append(f"{kname} did not compile for sm_90: {str(exc).strip()[:600]}")
+            continue
+        except Exception as exc:  # noqa: BLE001 - the toolchain's, never the student's
+            skipped.append(f"{kname}: the compiler failed ({type(exc).__name__}: "
+                           f"{str(exc).strip()[:200]})")
+            continue
+        reports.append({k: getattr(rep, k) for k in (
+            "name", "registers", "smem", "occupancy", "spill_stores", "spill_loads", "f64")})
+        failures += static_limits(ex, rep)
+    print(json.dumps(dict(reports=reports, failures=failures, skipped=skipped)))
     return 0
+
+
+def _list():
+    width = max(len(e.name) for e in EXERCISES)
+    for ex in EXERCISES:
+        also = f" (and {Path(ex.step).name})" if ex.step else ""
+        print(f"{ex.name:<{width}}  {ex.summary}\n{'':<{width}}  {ex.chapter}{also}")
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m minigpu.exercises",
                                  description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("list", help="the exercises and their chapters")
+    sub.add_parser("list", help="the exercises in course order, with their chapters")
     st = sub.add_parser("stub", help="write an exercise's stub to fill in")
-    st.add_argument("name", choices=sorted(BY_NAME))
+    st.add_argument("name")
     st.add_argument("path", nargs="?", help="where to write it (default: NAME.py)")
     ck = sub.add_parser("check", help="grade a solution")
-    ck.add_argument("name", choices=sorted(BY_NAME))
+    ck.add_argument("name")
     ck.add_argument("path")
+    ck.add_argument("--seed", type=int, help="replay the sizes of an earlier run")
+    ck.add_argument("--plot", metavar="DIR", help="also draw it next to the reference")
     ck.add_argument("--no-static", action="store_true", help="skip layer (c)")
     ck.add_argument("--json", action="store_true")
+    pl = sub.add_parser("plot", help="draw a solution's access pattern next to the reference")
+    pl.add_argument("name", nargs="?")
+    pl.add_argument("path", nargs="?", help="your solution (default: the reference only)")
+    pl.add_argument("--out", default=".", help="folder for the PNG (default: here)")
+    pl.add_argument("--all", metavar="DIR", help="every exercise's reference, into DIR")
     sc = sub.add_parser("static")   # internal: layer (c) in a process without the simulator
     sc.add_argument("name")
     sc.add_argument("path")
     args = ap.parse_args(argv)
+    name = getattr(args, "name", None)
+    if name is not None and name not in BY_NAME:
+        ap.error(f"unknown exercise {name!r}; the exercises are: {NAMES}")
     if args.cmd == "list":
-        for ex in EXERCISES:
-            print(f"{ex.name:<10} {ex.summary}  ({ex.chapter})")
+        _list()
         return 0
     if args.cmd == "stub":
         dest = Path(args.path or f"{args.name}.py")
@@ -67,9 +129,24 @@ def main(argv=None):
         return 0
     if args.cmd == "static":
         return _static(args.name, args.path)
-    res = check(args.name, args.path, static=not args.no_static)
+    if args.cmd == "plot":
+        from .pictures import draw_all, draw_solution, restart_on_simulator
+        if name is None and not args.all:
+            ap.error("plot needs an exercise name (or --all DIR)")
+        restart_on_simulator()
+        try:
+            for path in draw_all(args.all) if args.all else [draw_solution(name, args.path,
+                                                                           args.out)]:
+                print(f"wrote {path}")
+        except RuntimeError as exc:   # matplotlib missing
+            ap.error(str(exc))
+        return 0
+    if not Path(args.path).exists():
+        ap.error(f"{args.path} does not exist (write one with: python -m minigpu.exercises "
+                 f"stub {name} {args.path})")
+    res = check(name, args.path, static=not args.no_static, seed=args.seed, plot=args.plot)
     if args.json:
-        print(json.dumps(dict(failures=res.failures, notes=res.notes, scores=res.scores)))
+        print(json.dumps(res.to_json()))
     else:
         print(res.text())
     return 0 if res.passed else 1

@@ -1,7 +1,17 @@
-"""The exercises: inputs on random ragged shapes, the launch, the NumPy reference and the
-access budgets (measured with :func:`minigpu.cuda.counters`)."""
+"""The exercises, in course order: for each, the block-size constants read from the student's
+module, the problem sizes drawn from them, the inputs, the launches, the NumPy reference, the
+tolerance and the access budgets.
+
+Sizes are drawn per run from the student's *actual* block size (:func:`blocked`): every shape
+spans several blocks, one is ragged (its last block partly past the end), one is an exact
+multiple of the block, one has an edge block of a single element or one short of full. A
+budget is either absolute (``limit``) or relative: ``limit`` times the value the reference
+solution measures with the student's constants on the same inputs (so it holds for any block
+size, and a budget never fails correct work that does what the chapter teaches).
+"""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -10,13 +20,27 @@ import numpy as np
 COURSE = "docs/course/"
 
 
+def _ch(page):
+    return COURSE + page
+
+
+CH = {k: _ch(v) for k, v in {
+    1: "01-coalescing.md", 2: "02-shared-memory.md", 3: "03-bank-conflicts.md",
+    4: "04-divergence-reduction.md", 5: "05-warp-shuffles.md", 6: "06-atomics.md",
+    7: "07-scan.md", 8: "08-matmul.md", 9: "09-occupancy.md",
+    10: "10-fusion-constant-streams.md", 11: "11-sorting.md", 12: "12-online-softmax.md"}.items()}
+
+
 @dataclass(frozen=True)
 class Budget:
-    """``measure(launch, n_outputs, module) <= limit``, else: ``label`` is over budget."""
+    """``measure(m)`` (a :class:`grader.Measurement`) must be at most ``limit`` (at least, with
+    ``at_least``); with ``relative`` the limit is ``limit`` times the reference's value."""
     label: str
     measure: Callable
     limit: float
     chapter: str
+    relative: bool = False
+    at_least: bool = False
 
 
 @dataclass(frozen=True)
@@ -24,183 +48,546 @@ class Exercise:
     name: str
     chapter: str                     # the page that teaches it
     summary: str
-    shapes: tuple                    # problem sizes drawn for the correctness layer
-    inputs: Callable                 # (rng, shape) -> tuple of NumPy arrays (last = output)
-    launch: Callable                 # (module, shape) -> (grid, block)
-    reference: Callable              # (*inputs without output) -> expected output
+    constants: tuple                 # module constants that set the block geometry
+    check_constants: Callable        # consts -> None, or why they cannot work
+    sizes: Callable                  # (rng, consts) -> [shape, ...]: several blocks each
+    inputs: Callable                 # (rng, shape, consts) -> (input arrays..., output)
+    reference: Callable              # (consts, *inputs) -> expected output
+    launch: Callable = None          # (consts, shape) -> (grid, block) of ``kernel``
+    run: Callable = None             # (module, consts, shape, inputs, out) -> host output
+    kernels: Callable = None         # (module, consts, shape, inputs, out) -> static specs
     budgets: tuple = ()
     rtol: float = 1e-5
-    block_threads: int = 0           # threads per block, for the static occupancy
+    scale: Callable = None           # (consts, *inputs) -> magnitudes: atol = rtol * scale
     min_occupancy: float = 0.5
     max_registers: int = 64
+    picture: tuple = ()              # (view name, params[, which drawn size]) to draw
+    step: str = ""                   # a second chapter whose budget this exercise checks
+    functions: tuple = ("kernel",)   # what the module must define
 
 
 def _ceil(a, b):
     return -(-a // b)
 
 
-def per_request(kind):
-    def f(k, n, mod):
-        req = k[f"{kind}_requests"]
-        return k[f"{kind}_sectors" if kind.startswith("global") else f"{kind}_wavefronts"] / max(req, 1)
-    return f
+def on_magnitudes(reference):
+    """The scale of a sum-like reference: the same computation on the inputs' magnitudes
+    (its rounding error is at most a few ulps of that, whatever the cancellation)."""
+    return lambda c, *ins: reference(c, *(np.abs(a) for a in ins))
 
 
-def per_block(metric):
-    return lambda k, n, mod: k[metric] / _blocks(k)
+def _by_block(x, tpb):
+    """x as float64 rows of tpb, the last row padded with zeros."""
+    return np.pad(x.astype(np.float64), (0, (-len(x)) % tpb)).reshape(-1, tpb)
 
 
-def _blocks(k):
-    g = k.grid
-    return g[0] * g[1] * g[2]
+# --- sizes: several blocks of the student's block, ragged edges included --------------------
+def blocked(rng, extent, kind, most=4):
+    """A length covering 2 to ``most`` blocks of ``extent``: ``ragged`` (at least 3 blocks
+    when ``most`` allows, the last partial), ``exact`` (whole blocks), ``edge`` (the last
+    block holding one element, or one short of whole)."""
+    full = int(rng.integers(max(1, most - 2), most)) if kind != "exact" else \
+        int(rng.integers(2, most + 1 if most > 2 else 3))
+    if extent == 1 or kind == "exact":
+        return extent * max(full, 2)
+    if kind == "ragged":
+        return extent * full + int(rng.integers(1, extent))
+    return extent * full + (1 if rng.random() < 0.5 else extent - 1)
+
+
+def sizes_1d(extent_of):
+    def sizes(rng, c):
+        e = extent_of(c)
+        return [blocked(rng, e, k) for k in ("ragged", "exact", "edge")]
+    return sizes
+
+
+def sizes_2d(extents_of):
+    """(rows, cols) shapes: ragged x ragged, exact x edge, edge x exact (never square)."""
+    def sizes(rng, c):
+        er, ec = extents_of(c)
+        out = []
+        for kr, kc in (("ragged", "ragged"), ("exact", "edge"), ("edge", "exact")):
+            r, col = blocked(rng, er, kr, 3), blocked(rng, ec, kc, 3)
+            if r == col:
+                col += 1 if kc != "exact" else ec
+            out.append((r, col))
+        return out
+    return sizes
+
+
+def _rows_and_columns(rng, c, rows_per_block):
+    """(rows, cols) for the warp-per-row exercises: rows over several blocks; columns fewer
+    than half a warp (so some pairs of lanes both have none), a whole number of warps, and
+    several warps and a ragged part."""
+    widths = (int(rng.integers(1, 16)), 32 * int(rng.integers(1, 3)),
+              int(rng.integers(65, 160)))
+    rows = [blocked(rng, rows_per_block, k) for k in ("ragged", "exact", "edge")]
+    return list(zip(rows, widths))
+
+
+# --- what a budget measures ----------------------------------------------------------------
+def per_request(kind, op):
+    """sectors (global) or wavefronts (shared) per request of ``kind`` ("global"/"shared")
+    ``op`` ("load"/"store")."""
+    return lambda m: _per_request(m, f"{kind}_{op}")
+
+
+def _per_request(metrics, what):
+    unit = "sectors" if what.startswith("global") else "wavefronts"
+    return metrics[f"{what}_{unit}"] / max(metrics[f"{what}_requests"], 1)
 
 
 def per_output(metric):
-    return lambda k, n, mod: k[metric] / n
+    return lambda m: m[metric] / m.outputs
 
 
-def _stencil_ref(x):
-    p = np.pad(x, 1)
-    return (p[:-2] + p[1:-1] + p[2:]).astype(np.float32)
-
-
-def _block_sums(x, tpb):
-    p = np.pad(x, (0, (-len(x)) % tpb)).reshape(-1, tpb)
-    return p.sum(axis=1, dtype=np.float64).astype(np.float32)
-
-
-def _ch(n):
-    return COURSE + n
-
-
-EXERCISES = [
-    Exercise(
-        "stencil", _ch("02-shared-memory.md"),
-        "1-D 3-point stencil with a shared-memory halo",
-        shapes=(77, 100),
-        inputs=lambda rng, n: (rng.standard_normal(n).astype(np.float32),
-                               np.zeros(n, np.float32)),
-        launch=lambda m, n: (_ceil(n, m.TPB), m.TPB),
-        reference=_stencil_ref,
-        budgets=(Budget("global load sectors per output", per_output("global_load_sectors"),
-                        0.3, _ch("02-shared-memory.md")),),
-        block_threads=32, min_occupancy=0.5),
-    Exercise(
-        "histogram", _ch("06-atomics.md"),
-        "histogram with per-block shared-memory bins (atomics)",
-        shapes=(150, 200),
-        inputs=lambda rng, n: (rng.integers(0, 16, n).astype(np.int32), np.zeros(16, np.int32)),
-        launch=lambda m, n: (_ceil(n, m.TPB), m.TPB),
-        reference=lambda v: np.bincount(v, minlength=16).astype(np.int32),
-        budgets=(Budget("global atomics per bin per block",
-                        lambda k, n, mod: k.global_atomics / (_blocks(k) * mod.NBINS), 1.0,
-                        _ch("06-atomics.md")),),
-        block_threads=64, min_occupancy=0.5),
-    Exercise(
-        "transpose", _ch("03-bank-conflicts.md"),
-        "coalesced transpose through a padded shared tile",
-        shapes=((33, 65), (40, 40)),
-        inputs=lambda rng, s: (rng.standard_normal(s).astype(np.float32),
-                               np.zeros(s[::-1], np.float32)),
-        launch=lambda m, s: ((_ceil(s[1], m.TILE), _ceil(s[0], m.TILE)), (m.TILE, m.ROWS)),
-        reference=lambda a: np.ascontiguousarray(a.T),
-        budgets=(Budget("global load sectors per request", per_request("global_load"), 4.5,
-                        _ch("01-coalescing.md")),
-                 Budget("global store sectors per request", per_request("global_store"), 4.5,
-                        _ch("01-coalescing.md")),
-                 Budget("shared load wavefronts per request", per_request("shared_load"), 1.0,
-                        _ch("03-bank-conflicts.md"))),
-        block_threads=256, min_occupancy=0.5),
-    Exercise(
-        "reduction", _ch("05-warp-shuffles.md"),
-        "block sums: a tree, then warp shuffles",
-        shapes=(300, 500),
-        inputs=lambda rng, n: (rng.standard_normal(n).astype(np.float32),
-                               np.zeros(_ceil(n, 128), np.float32)),
-        launch=lambda m, n: (_ceil(n, m.TPB), m.TPB),
-        reference=lambda x: _block_sums(x, 128),
-        rtol=1e-4,
-        budgets=(Budget("barriers per block", per_block("barriers"), 2,
-                        _ch("05-warp-shuffles.md")),),
-        block_threads=128, min_occupancy=0.5),
-]
-
+def per_block(metric, kernel=None):
+    return lambda m: m.of(kernel)[metric] / m.blocks(kernel)
 
 
 def per_warp(metric):
-    return lambda k, n, mod: k[metric] / (_blocks(k) * -(-k.block[0] * k.block[1] * k.block[2] // 32))
+    return lambda m: m[metric] / m.warps()
 
 
-def _segmented_cumsum(x, tpb):
-    p = np.pad(x.astype(np.float64), (0, (-len(x)) % tpb)).reshape(-1, tpb)
-    return np.cumsum(p, axis=1).ravel()[:len(x)].astype(np.float32)
+def per_input(metric):
+    return lambda m: m[metric] / m.ins[0].size
 
 
-def _softmax(x):
-    e = np.exp(x - x.max(axis=1, keepdims=True))
-    return (e / e.sum(axis=1, keepdims=True)).astype(np.float32)
-
-
-def _epilogue(x, bias):
+# --- 1. epilogue (chapter 1) -------------------------------------------------------------------
+def _epilogue(c, x, bias):
     v = x + bias
     return np.where(v > 0, v, np.float32(0.1) * v).astype(np.float32)
 
 
-EXERCISES += [
-    Exercise(
-        "scan", _ch("07-scan.md"),
-        "block-wise inclusive scan (Hillis-Steele in shared memory)",
-        shapes=(150, 200),
-        inputs=lambda rng, n: (rng.standard_normal(n).astype(np.float32),
-                               np.zeros(n, np.float32)),
-        launch=lambda m, n: (_ceil(n, m.TPB), m.TPB),
-        reference=lambda x: _segmented_cumsum(x, 64),
-        rtol=1e-4,
-        budgets=(Budget("global load sectors per output", per_output("global_load_sectors"),
-                        0.3, _ch("07-scan.md")),
-                 Budget("barriers per block", per_block("barriers"), 13, _ch("07-scan.md"))),
-        block_threads=64, min_occupancy=0.5),
-    Exercise(
-        "matmul", _ch("08-matmul.md"),
-        "shared-memory tiled matmul",
-        shapes=((20, 24, 18), (33, 17, 40)),
-        inputs=lambda rng, s: (rng.standard_normal(s[:2]).astype(np.float32),
-                               rng.standard_normal(s[1:]).astype(np.float32),
-                               np.zeros((s[0], s[2]), np.float32)),
-        launch=lambda m, s: ((_ceil(s[2], m.TILE), _ceil(s[0], m.TILE)), (m.TILE, m.TILE)),
-        reference=lambda a, b: (a.astype(np.float64) @ b).astype(np.float32),
-        rtol=1e-4,
-        # the budget shape has K = 24: two tile steps, one request of a and one of b each
-        budgets=(Budget("global load requests per warp (K = 24, 2 tile steps)",
-                        per_warp("global_load_requests"), 4, _ch("08-matmul.md")),),
-        block_threads=256, min_occupancy=0.5),
-    Exercise(
-        "softmax", _ch("05-warp-shuffles.md"),
-        "row softmax, one warp per row",
-        shapes=((10, 50), (9, 70)),
-        inputs=lambda rng, s: (rng.standard_normal(s).astype(np.float32),
-                               np.zeros(s, np.float32)),
-        launch=lambda m, s: (_ceil(s[0], m.WARPS), 32 * m.WARPS),
-        reference=_softmax,
-        budgets=(Budget("global load sectors per request", per_request("global_load"), 4.5,
-                        _ch("01-coalescing.md")),
-                 Budget("barriers per block", per_block("barriers"), 0,
-                        _ch("05-warp-shuffles.md"))),
-        block_threads=128, min_occupancy=0.5),
-    Exercise(
-        "epilogue", _ch("10-fusion-constant-streams.md"),
-        "fused bias + leaky-ReLU epilogue",
-        shapes=((20, 70), (9, 40)),
-        inputs=lambda rng, s: (rng.standard_normal(s).astype(np.float32),
-                               rng.standard_normal(s[1]).astype(np.float32),
-                               np.zeros(s, np.float32)),
-        launch=lambda m, s: ((_ceil(s[1], m.BX), _ceil(s[0], m.BY)), (m.BX, m.BY)),
-        reference=_epilogue,
-        budgets=(Budget("global load sectors per request", per_request("global_load"), 4.5,
-                        _ch("01-coalescing.md")),
-                 Budget("global store sectors per request", per_request("global_store"), 4.5,
-                        _ch("01-coalescing.md"))),
-        block_threads=256, min_occupancy=0.5),
-]
+def _2d_launch(bx, by):
+    return lambda c, s: ((_ceil(s[1], c[bx]), _ceil(s[0], c[by])), (c[bx], c[by]))
+
+
+def _threads(**limits):
+    def check(c):
+        n = math.prod(c[k] for k in limits.get("block", ()))
+        if n > 1024:
+            return f"{' x '.join(limits['block'])} = {n} threads per block: the limit is 1024"
+        for k in limits.get("positive", ()):
+            if c[k] < 1:
+                return f"{k} must be at least 1, got {c[k]}"
+        for k in limits.get("pow2", ()):
+            if c[k] & (c[k] - 1):
+                return f"{k} must be a power of two, got {c[k]}"
+        for k in limits.get("warps", ()):
+            if c[k] % 32:
+                return f"{k} must be a multiple of 32 (whole warps), got {c[k]}"
+        return None
+    return check
+
+
+def relative(label, measure, chapter, factor=1.25):
+    """At most ``factor`` times what the reference measures with the same constants."""
+    return Budget(label, measure, factor, chapter, relative=True)
+
+
+# The general budgets: every exercise is held to its reference's access pattern where the
+# reference has one, so a correct kernel that reads uncoalesced, leaves lanes idle (one lane
+# doing a warp's work) or bank-conflicts fails, whichever exercise it is.
+LOAD_SECTORS = relative("global load sectors per request", per_request("global", "load"), CH[1])
+STORE_SECTORS = relative("global store sectors per request", per_request("global", "store"),
+                         CH[1])
+COALESCED = (LOAD_SECTORS, STORE_SECTORS)
+LOAD_REQUESTS = relative("global load requests per input element",
+                         lambda m: m["global_load_requests"] / m.ins[0].size, CH[4])
+SHARED = (relative("shared load wavefronts per request", per_request("shared", "load"), CH[3]),
+          relative("shared store wavefronts per request", per_request("shared", "store"),
+                   CH[3]))
+
+EPILOGUE = Exercise(
+    "epilogue", CH[1], "fused bias + leaky-ReLU, coalesced 2-D thread mapping",
+    constants=("BX", "BY"),
+    check_constants=_threads(block=("BX", "BY"), positive=("BX", "BY")),
+    sizes=sizes_2d(lambda c: (c["BY"], c["BX"])),
+    inputs=lambda rng, s, c: (rng.standard_normal(s).astype(np.float32),
+                              rng.standard_normal(s[1]).astype(np.float32),
+                              np.zeros(s, np.float32)),
+    launch=_2d_launch("BX", "BY"),
+    reference=_epilogue,
+    budgets=COALESCED + (LOAD_REQUESTS,),
+    picture=("lanes", dict(kind="load", array="x")))
+
+
+# --- 2. stencil (chapter 2) ----------------------------------------------------------------
+def _stencil(c, x):
+    p = np.pad(x, 1)
+    return (p[:-2] + p[1:-1] + p[2:]).astype(np.float32)
+
+
+def _1d_launch(c, n):
+    return _ceil(n, c["TPB"]), c["TPB"]
+
+
+def one_thread_per_element(check=None):
+    """The fields of a 1-D exercise launched as kernel[ceil(n / TPB), TPB]."""
+    return dict(constants=("TPB",), launch=_1d_launch, sizes=sizes_1d(lambda c: c["TPB"]),
+                check_constants=check or _threads(block=("TPB",), positive=("TPB",)))
+
+
+STENCIL = Exercise(
+    "stencil", CH[2], "1-D 3-point stencil with a shared-memory halo",
+    **one_thread_per_element(),
+    inputs=lambda rng, n, c: (rng.standard_normal(n).astype(np.float32),
+                              np.zeros(n, np.float32)),
+    reference=_stencil,
+    budgets=(relative("global load sectors per output", per_output("global_load_sectors"),
+                      CH[2]),) + COALESCED + (LOAD_REQUESTS,) + SHARED,
+    picture=("counts", dict(array="x", kind="load")))
+
+
+# --- 3. transpose (chapters 1 and 3) ----------------------------------------------------------
+def _transpose_check(c):
+    why = _threads(block=("TILE", "ROWS"), positive=("TILE", "ROWS"))(c)
+    if why is None and c["TILE"] % c["ROWS"]:
+        why = f"TILE ({c['TILE']}) must be a multiple of ROWS ({c['ROWS']})"
+    return why
+
+
+TRANSPOSE = Exercise(
+    "transpose", CH[3], "coalesced transpose through a padded shared tile",
+    constants=("TILE", "ROWS"),
+    check_constants=_transpose_check,
+    sizes=sizes_2d(lambda c: (c["TILE"], c["TILE"])),
+    inputs=lambda rng, s, c: (rng.standard_normal(s).astype(np.float32),
+                              np.zeros(s[::-1], np.float32)),
+    launch=lambda c, s: ((_ceil(s[1], c["TILE"]), _ceil(s[0], c["TILE"])),
+                         (c["TILE"], c["ROWS"])),
+    reference=lambda c, a: np.ascontiguousarray(a.T),
+    budgets=COALESCED + SHARED + (LOAD_REQUESTS,),
+    picture=("banks", dict(kind="load")))
+
+
+# --- 4. reduction (chapters 4 and 5) -------------------------------------------------------------
+def _block_sums(c, x):
+    return _by_block(x, c["TPB"]).sum(axis=1).astype(np.float32)
+
+
+REDUCTION = Exercise(
+    "reduction", CH[4], "block sums: a shared-memory tree, then warp shuffles",
+    **one_thread_per_element(_threads(block=("TPB",), warps=("TPB",))),
+    inputs=lambda rng, n, c: (rng.standard_normal(n).astype(np.float32),
+                              np.zeros(_ceil(n, c["TPB"]), np.float32)),
+    reference=_block_sums, scale=on_magnitudes(_block_sums),
+    budgets=(Budget("barriers per block", per_block("barriers"), 2, CH[5]),
+             relative("global load sectors per input", per_input("global_load_sectors"), CH[1]),
+             LOAD_SECTORS, LOAD_REQUESTS) + SHARED,
+    picture=("masks", dict(space="shared", by="phase")),
+    step=CH[5])
+
+
+# --- 5. softmax and 6. spmv (chapter 5) --------------------------------------------------------
+def _softmax(c, x):
+    e = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True))
+    return (e / e.sum(axis=1, keepdims=True)).astype(np.float32)
+
+
+def _softmax_inputs(rng, s, c):
+    """Rows shifted by up to +-120 (one row by +110): exp without subtracting the row max
+    overflows float32 (above 88.7) or underflows to 0."""
+    shift = rng.uniform(-120, 120, (s[0], 1))
+    shift[rng.integers(0, s[0])] = 110
+    x = rng.standard_normal(s) * 3 + shift
+    return x.astype(np.float32), np.zeros(s, np.float32)
+
+
+def _warp_rows_launch(c, s):
+    return _ceil(s[0], c["WARPS"]), 32 * c["WARPS"]
+
+
+NO_BARRIER = Budget("barriers per block", per_block("barriers"), 0, CH[5])
+PER_ROW = relative("global load requests per row",
+                   lambda m: m["global_load_requests"] / m.shape[0], CH[5])
+
+SOFTMAX = Exercise(
+    "softmax", CH[5], "row softmax, one warp per row, shuffles for the max and the sum",
+    constants=("WARPS",),
+    check_constants=lambda c: None if 1 <= c["WARPS"] <= 32 else
+    f"WARPS must be 1 ... 32, got {c['WARPS']}",
+    sizes=lambda rng, c: _rows_and_columns(rng, c, c["WARPS"]),
+    inputs=_softmax_inputs,
+    launch=_warp_rows_launch,
+    reference=_softmax,
+    budgets=COALESCED + (PER_ROW, NO_BARRIER),
+    picture=("sweeps", dict(array="x"), 2))
+
+
+def _csr_inputs(rng, s, c):
+    """A random CSR matrix (R, C): row lengths 0 ... 2.5 warps (some empty), and x."""
+    R, C = s
+    lengths = np.minimum(rng.integers(0, 80, R), C)
+    lengths[rng.integers(0, R)] = 0
+    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    indices = np.concatenate([np.sort(rng.choice(C, n, replace=False)) for n in lengths]
+                             + [np.zeros(0, int)]).astype(np.int32)
+    data = rng.standard_normal(len(indices)).astype(np.float32)
+    x = rng.standard_normal(C).astype(np.float32)
+    return indptr, indices, data, x, np.zeros(R, np.float32)
+
+
+def _spmv(c, indptr, indices, data, x):
+    y = np.zeros(len(indptr) - 1)
+    for r in range(len(y)):
+        lo, hi = indptr[r], indptr[r + 1]
+        y[r] = np.dot(data[lo:hi].astype(np.float64), x[indices[lo:hi]])
+    return y.astype(np.float32)
+
+
+SPMV = Exercise(
+    "spmv", CH[5], "CSR sparse matrix-vector product, one warp per row",
+    constants=("WARPS",),
+    check_constants=lambda c: None if 1 <= c["WARPS"] <= 32 else
+    f"WARPS must be 1 ... 32, got {c['WARPS']}",
+    sizes=lambda rng, c: [(r, int(rng.integers(90, 200))) for r, _ in
+                          _rows_and_columns(rng, c, c["WARPS"])],
+    inputs=_csr_inputs,
+    launch=_warp_rows_launch,
+    reference=_spmv, scale=on_magnitudes(_spmv), rtol=1e-5,
+    budgets=COALESCED + (
+        relative("global load requests per nonzero",
+                 lambda m: m["global_load_requests"] / max(m.ins[2].size, 1), CH[5]),
+        NO_BARRIER),
+    picture=("lanes", dict(kind="load", array="data")))
+
+
+# --- 7. histogram (chapter 6) ----------------------------------------------------------------
+def _histogram_check(c):
+    why = _threads(block=("TPB",), positive=("TPB", "NBINS"))(c)
+    if why is None and c["NBINS"] > c["TPB"]:
+        why = f"NBINS ({c['NBINS']}) must be at most TPB ({c['TPB']}): one thread per bin"
+    return why
+
+
+HISTOGRAM = Exercise(
+    "histogram", CH[6], "histogram with per-block shared-memory bins (atomics)",
+    constants=("TPB", "NBINS"),
+    check_constants=_histogram_check,
+    sizes=sizes_1d(lambda c: c["TPB"]),
+    inputs=lambda rng, n, c: (rng.integers(0, c["NBINS"], n).astype(np.int32),
+                              np.zeros(c["NBINS"], np.int32)),
+    launch=_1d_launch,
+    reference=lambda c, v: np.bincount(v, minlength=c["NBINS"]).astype(np.int32),
+    rtol=0,
+    budgets=(Budget("global atomics per bin per block",
+                    lambda m: m.global_atomics / (m.blocks() * m.consts["NBINS"]), 1.0, CH[6]),
+             LOAD_SECTORS, LOAD_REQUESTS) + SHARED,
+    picture=("counts", dict(array="hist", kind="atomic")))
+
+
+# --- 8. scan and 9. scan_blocks (chapter 7) --------------------------------------------------
+def _segmented_cumsum(c, x):
+    return np.cumsum(_by_block(x, c["TPB"]), axis=1).ravel()[:len(x)].astype(np.float32)
+
+
+SCAN = Exercise(
+    "scan", CH[7], "block-wise inclusive scan (Hillis-Steele in shared memory)",
+    **one_thread_per_element(),
+    inputs=lambda rng, n, c: (rng.standard_normal(n).astype(np.float32),
+                              np.zeros(n, np.float32)),
+    reference=_segmented_cumsum, scale=on_magnitudes(_segmented_cumsum),
+    budgets=(relative("global load sectors per output", per_output("global_load_sectors"),
+                      CH[7]),
+             relative("barriers per block", per_block("barriers"), CH[7])) + COALESCED + (
+        LOAD_REQUESTS,) + SHARED,
+    picture=("tree", dict()))
+
+
+def _cumsum(c, x):
+    return np.cumsum(x.astype(np.float64)).astype(np.float32)
+
+
+def _run_scan_blocks(module, c, shape, ins, out):
+    from numba import cuda
+    (x,) = ins
+    tpb, n = c["TPB"], len(x)
+    blocks = _ceil(n, tpb)
+    d_x, d_out = cuda.to_device(x), cuda.to_device(out)
+    sums = cuda.device_array(blocks, np.float32)      # never written by the host: poisoned
+    module.scan_blocks[blocks, tpb](d_x, d_out, sums)
+    module.scan_sums[1, tpb](sums)
+    module.add_sums[blocks, tpb](d_out, sums)
+    return d_out.copy_to_host()
+
+
+def _scan_blocks_kernels(module, c, shape, ins, out):
+    s = np.zeros(1, np.float32)
+    return [("scan_blocks", module.scan_blocks, (ins[0], out, s), c["TPB"]),
+            ("scan_sums", module.scan_sums, (s,), c["TPB"]),
+            ("add_sums", module.add_sums, (out, s), c["TPB"])]
+
+
+def _scan_blocks_sizes(rng, c):
+    tpb = c["TPB"]
+    sizes = [blocked(rng, tpb, k) for k in ("ragged", "exact", "edge")]
+    return [min(n, tpb * tpb) for n in sizes]
+
+
+SCAN_BLOCKS = Exercise(
+    "scan_blocks", CH[7], "multi-block inclusive scan: scan blocks, scan the block sums, add",
+    constants=("TPB",),
+    check_constants=_threads(block=("TPB",), positive=("TPB",)),
+    sizes=_scan_blocks_sizes,
+    inputs=lambda rng, n, c: (rng.standard_normal(n).astype(np.float32),
+                              np.zeros(n, np.float32)),
+    run=_run_scan_blocks, kernels=_scan_blocks_kernels,
+    functions=("scan_blocks", "scan_sums", "add_sums"),
+    reference=_cumsum, scale=on_magnitudes(_cumsum), rtol=1e-5,
+    budgets=(relative("global load sectors per output", per_output("global_load_sectors"),
+                      CH[7]),
+             relative("barriers per block of scan_blocks", per_block("barriers", "scan_blocks"),
+                      CH[7])) + COALESCED + SHARED,
+    picture=("traffic", dict()))
+
+
+# --- 10. matmul (chapter 8) ------------------------------------------------------------------
+def _matmul_sizes(rng, c):
+    t = c["TILE"]
+    out = []
+    for km, kk, kn in (("ragged", "ragged", "edge"), ("exact", "edge", "ragged"),
+                       ("edge", "exact", "exact")):
+        out.append((blocked(rng, t, km, 2), blocked(rng, t, kk, 3), blocked(rng, t, kn, 2)))
+    return out
+
+
+MATMUL = Exercise(
+    "matmul", CH[8], "shared-memory tiled matmul",
+    constants=("TILE",),
+    check_constants=_threads(block=("TILE", "TILE"), positive=("TILE",)),
+    sizes=_matmul_sizes,
+    inputs=lambda rng, s, c: (rng.standard_normal(s[:2]).astype(np.float32),
+                              rng.standard_normal(s[1:]).astype(np.float32),
+                              np.zeros((s[0], s[2]), np.float32)),
+    launch=lambda c, s: ((_ceil(s[2], c["TILE"]), _ceil(s[0], c["TILE"])),
+                         (c["TILE"], c["TILE"])),
+    reference=lambda c, a, b: (a.astype(np.float64) @ b).astype(np.float32),
+    scale=on_magnitudes(lambda c, a, b: a.astype(np.float64) @ b),
+    budgets=(relative("global load requests per warp", per_warp("global_load_requests"),
+                      CH[8]),) + COALESCED + SHARED,
+    picture=("heat", dict()))
+
+
+# --- 11. conv2d with its filter in constant memory (chapter 10) -----------------------------
+def _conv_sizes(rng, c):
+    (h1, w1), (h2, w2), (h3, w3) = sizes_2d(lambda c: (c["BY"], c["BX"]))(rng, c)
+    return [(h1, w1, 3), (h2, w2, 5), (h3, w3, int(rng.choice((3, 5))))]
+
+
+def _conv_inputs(rng, s, c):
+    H, W, K = s
+    return (rng.standard_normal((H, W)).astype(np.float32),
+            rng.standard_normal((K, K)).astype(np.float32), np.zeros((H, W), np.float32))
+
+
+def _conv(c, x, w):
+    K = w.shape[0]
+    r = K // 2
+    p = np.pad(x.astype(np.float64), r)
+    out = np.zeros(x.shape)
+    for i in range(K):
+        for j in range(K):
+            out += w[i, j] * p[i:i + x.shape[0], j:j + x.shape[1]]
+    return out.astype(np.float32)
+
+
+def _run_conv(module, c, shape, ins, out):
+    from numba import cuda
+    x, w = ins
+    kernel = module.make_kernel(w)
+    d_x, d_out = cuda.to_device(x), cuda.to_device(out)
+    H, W = x.shape
+    kernel[(_ceil(W, c["BX"]), _ceil(H, c["BY"])), (c["BX"], c["BY"])](d_x, d_out)
+    return d_out.copy_to_host()
+
+
+CONV2D = Exercise(
+    "conv2d", CH[10], "direct 2-D convolution, the filter in constant memory",
+    constants=("BX", "BY"),
+    check_constants=_threads(block=("BX", "BY"), positive=("BX", "BY")),
+    sizes=_conv_sizes,
+    inputs=_conv_inputs,
+    run=_run_conv, functions=("make_kernel",),
+    kernels=lambda module, c, s, ins, out: [("kernel", module.make_kernel(ins[1]),
+                                             (ins[0], out), c["BX"] * c["BY"])],
+    reference=_conv, scale=on_magnitudes(_conv),
+    budgets=COALESCED + (relative("global load requests per output",
+                                  per_output("global_load_requests"), CH[10]),),
+    picture=("traffic", dict()))
+
+
+# --- 12. sort (chapter 11) ---------------------------------------------------------------------
+def _run_sort(module, c, shape, ins, out):
+    from numba import cuda
+    (x,) = ins
+    tpb, n = c["TPB"], len(x)
+    blocks = _ceil(n, tpb)
+    src = cuda.to_device(out)
+    dst = cuda.device_array(n, np.float32)
+    module.sort_blocks[blocks, tpb](cuda.to_device(x), src)
+    width = tpb
+    while width < n:
+        module.merge[blocks, tpb](src, dst, width)
+        src, dst = dst, src
+        width *= 2
+    return src.copy_to_host()
+
+
+def _sort_kernels(module, c, shape, ins, out):
+    return [("sort_blocks", module.sort_blocks, (ins[0], out), c["TPB"]),
+            ("merge", module.merge, (out, out, 1), c["TPB"])]
+
+
+def _sort_sizes(rng, c):
+    tpb = c["TPB"]
+    return [blocked(rng, tpb, "ragged"), tpb * 4 if tpb < 256 else tpb * 2,
+            blocked(rng, tpb, "edge")]
+
+
+def _sort_inputs(rng, n, c):
+    x = rng.standard_normal(n).astype(np.float32)
+    x[rng.integers(0, n, n // 8)] = x[rng.integers(0, n)]      # ties
+    return x, np.zeros(n, np.float32)
+
+
+SORT = Exercise(
+    "sort", CH[11], "bitonic sort of each block in shared memory, then merge passes",
+    constants=("TPB",),
+    check_constants=_threads(block=("TPB",), positive=("TPB",), pow2=("TPB",)),
+    sizes=_sort_sizes,
+    inputs=_sort_inputs,
+    run=_run_sort, kernels=_sort_kernels, functions=("sort_blocks", "merge"),
+    reference=lambda c, x: np.sort(x), rtol=0,
+    budgets=(relative("barriers per block of sort_blocks", per_block("barriers", "sort_blocks"),
+                      CH[11]),
+             relative("global load requests per element of merge",
+                      lambda m: m.of("merge")["global_load_requests"] / m.ins[0].size, CH[11]),
+             relative("global load sectors per request of sort_blocks",
+                      lambda m: _per_request(m.of("sort_blocks"), "global_load"), CH[1]),
+             relative("global store sectors per request of sort_blocks",
+                      lambda m: _per_request(m.of("sort_blocks"), "global_store"), CH[1])) + SHARED,
+    picture=("network", dict(kernel="sort_blocks")))
+
+
+# --- 13. online softmax (chapter 12) -----------------------------------------------------------
+ONLINE_SOFTMAX = Exercise(
+    "online_softmax", CH[12], "one-pass (online) softmax statistics, one warp per row",
+    constants=("WARPS",),
+    check_constants=SOFTMAX.check_constants,
+    sizes=lambda rng, c: _rows_and_columns(rng, c, c["WARPS"]),
+    inputs=_softmax_inputs,
+    launch=_warp_rows_launch,
+    reference=_softmax,
+    budgets=(relative("global load sectors per element", per_input("global_load_sectors"), CH[12],
+                      factor=1.1),) + COALESCED + (PER_ROW, NO_BARRIER),
+    picture=("sweeps", dict(array="x"), 2))
+
+
+EXERCISES = [EPILOGUE, STENCIL, TRANSPOSE, REDUCTION, SOFTMAX, SPMV, HISTOGRAM, SCAN,
+             SCAN_BLOCKS, MATMUL, CONV2D, SORT, ONLINE_SOFTMAX]
+"""In course order (by chapter)."""
 
 BY_NAME = {e.name: e for e in EXERCISES}

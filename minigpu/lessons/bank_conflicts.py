@@ -28,11 +28,33 @@ def _kernels():
                        (f, 0, 1, 0, 1, 1, 1, f), tile * rows)]
 
 
+def _pictures():
+    from . import draw
+    from .record import Inputs
+    exp = LESSON.experiments[0]
+    p = exp.build(Inputs(small=True))
+    naive = draw.variant_trace(exp, "transpose_tiled_naive", p, block=0, warp=0)
+    padded = draw.variant_trace(exp, "transpose_tiled_padded", p, block=0, warp=0)
+    return [draw.Picture(
+        "bank_conflicts",
+        "Warp 0 reads one column of the tile (marked). Unpadded, every word of a column is in "
+        "bank 0: 32 words for one bank, 32 wavefronts. One padding column shifts row k by k "
+        "banks: the column spans all 32 banks, 1 wavefront.",
+        (draw.panel(f"before: {TILE}x{TILE} tile, a column read", draw.banks, naive,
+                    shape=(TILE, TILE), kind="load"),
+         draw.panel(f"after: {TILE}x{TILE + 1} tile (one padding column)", draw.banks, padded,
+                    shape=(TILE, TILE + 1), kind="load")))]
+
+
 LESSON = Lesson(
     "bank_conflicts", "Shared-memory bank conflicts",
     "a shared tile read by column conflicts in one bank unless a padding column shifts its rows",
     (Experiment("bank_conflicts", transpose_problem,
                 (tiled_variant(0, f"{TILE}x{TILE} tile: {TILE}-way conflicts"),
                  tiled_variant(1, f"{TILE}x{TILE + 1} tile: conflict-free")),
-                tol=dict(rtol=0, atol=0)),),
-    _kernels)
+                tol=dict(rtol=0, atol=0),
+                look_for="shared_load_wavefronts / shared_load_requests: 32 for the unpadded "
+                         "tile (every lane of a warp reads the same bank), 1 for the padded "
+                         "one. Every other counter is the same: the padding changes where the "
+                         "words sit, not what the kernel moves."),),
+    _kernels, _pictures)

@@ -89,6 +89,33 @@ def _kernels():
                        (f, 0, 1, 0, 1, 1, 1, f), 256)]
 
 
+def _pictures():
+    from . import draw
+    from .record import Inputs
+    exp = LESSON.experiments[0]
+    p = exp.build(Inputs(small=True))
+    tr = {name: draw.variant_trace(exp, name, p, block=0, warp=0)
+          for name in ("gather_strided", "transpose_naive", "transpose_tiled_padded")}
+    return [
+        draw.Picture("coalescing_loads",
+                     "Each blue bar is one lane's 4-byte load, each shaded band a 32-byte sector "
+                     "fetched. Strided: 32 sectors for 128 useful bytes. Coalesced: 4.",
+                     (draw.panel("before: gather_strided reads a column (strided)", draw.lanes,
+                                 tr["gather_strided"], kind="load", array="src"),
+                      draw.panel("after: the tiled transpose reads a row (coalesced)",
+                                 draw.lanes, tr["transpose_tiled_padded"], kind="load",
+                                 array="src"))),
+        draw.Picture("coalescing_stores",
+                     "The naive transpose reads rows but writes columns: each lane's store "
+                     "lands in its own sector. The tiled one writes a row of out.",
+                     (draw.panel("before: transpose_naive writes a column (strided)",
+                                 draw.lanes, tr["transpose_naive"], kind="store", array="out"),
+                      draw.panel("after: the tiled transpose writes a row (coalesced)",
+                                 draw.lanes, tr["transpose_tiled_padded"], kind="store",
+                                 array="out"))),
+    ]
+
+
 LESSON = Lesson(
     "coalescing", "Coalesced vs strided global access",
     "a warp's accesses are one transaction only when they hit consecutive addresses",
@@ -98,5 +125,10 @@ LESSON = Lesson(
                  Variant("transpose_naive", "coalesced reads, strided writes",
                          lambda p: transpose_naive(p.spec, p.out), transpose_naive),
                  tiled_variant(1, "both coalesced, via shared memory")),
-                tol=dict(rtol=0, atol=0)),),
-    _kernels)
+                tol=dict(rtol=0, atol=0),
+                look_for="global_load_sectors / global_load_requests is 32 for gather_strided "
+                         "(it reads a column) and 4 for the others; global_store_sectors / "
+                         "global_store_requests is 32 for transpose_naive (it writes a column) "
+                         "and 4 for the others. Only the tiled transpose is 4 on both sides, and "
+                         "its bytes_moved is 4.5 times smaller."),),
+    _kernels, _pictures)

@@ -196,6 +196,24 @@ def _kernels():
                        constmem_kernel(weight, np.zeros(8, f32)), (f, t4, 0, t6, t2, f), BLOCK)]
 
 
+def _pictures():
+    from . import draw
+    exp = LESSON.experiments[0]
+    from .record import Inputs
+    p = exp.build(Inputs(small=True))
+    tr = {v.name: draw.traced(lambda v=v: v.run(p), block=None) for v in exp.variants}
+    top = 1.1 * max(max(draw.traffic_bytes(t).values()) for t in tr.values())
+    return [draw.Picture(
+        "constant_memory_traffic",
+        "Global bytes per array of the direct convolution, all blocks. With the filter in "
+        "global memory every thread loads it (wt); in constant memory it is served by the "
+        "constant cache, one broadcast per warp, and leaves global traffic entirely.",
+        (draw.panel("before: filter in global memory", draw.traffic,
+                    tr["conv2d_direct_global"], ymax=top),
+         draw.panel("after: filter in constant memory", draw.traffic,
+                    tr["conv2d_direct_constmem"], ymax=top)))]
+
+
 LESSON = Lesson(
     "constant_memory", "Constant memory for convolution filters",
     "a filter every lane reads at the same address is one broadcast from the constant cache",
@@ -204,5 +222,9 @@ LESSON = Lesson(
                  _variant(conv2d_direct_constmem, "filter in constant memory")),
                 unit="GFLOP/s", memory_bound=False,
                 no_production="production convolution is im2col + GEMM: a filter compiled "
-                              "into the kernel does not suit training"),),
-    _kernels)
+                              "into the kernel does not suit training",
+                look_for="global_load_requests fall by about half with the filter in constant "
+                         "memory: the filter loads leave global memory (the constant cache "
+                         "serves them; the simulator does not count them as global traffic), "
+                         "and only the input loads remain."),),
+    _kernels, _pictures)

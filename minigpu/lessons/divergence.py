@@ -61,6 +61,54 @@ def _kernels():
                        (f, 0, f, s, s), BLOCK)]
 
 
+def arms(ax, trace, values, branch):
+    """Warp 0's 32 lanes (columns) and the instruction paths the warp issues (rows), from the
+    elements each lane loaded (the trace) and their signs: with a branch the warp issues the
+    ``if`` arm with the negative lanes masked off, then the ``else`` arm with the others;
+    with a select, one path for all lanes."""
+    import numpy as np
+    from .draw import ACTIVE, MASKED, WARP
+    lane_x = {t.lane: values[t.index] for t in trace.select(space="global", kind="load",
+                                                          array="x", warp=0)}
+    positive = np.array([lane_x.get(lane, 0) > 0 for lane in range(WARP)])
+    rows = ([("if x > 0: return x", positive), ("else: return a * x", ~positive)] if branch
+            else [("slope = 1 if x > 0 else a; return x * slope", np.ones(WARP, bool))])
+    for r, (label, on) in enumerate(rows):
+        for lane in range(WARP):
+            ax.add_patch(_cell(lane, r, ACTIVE if on[lane] else MASKED))
+        ax.text(-0.5, r - 0.42, f"path {r + 1}: {label}", fontsize=9, va="bottom")
+    ax.set_xlim(-0.5, WARP - 0.5)
+    ax.set_ylim(1.6, -0.8)
+    ax.set_yticks([])
+    ax.set_xlabel(f"lane of warp 0 ({int(positive.sum())} of 32 with x > 0)\ngreen: the lane "
+                  f"runs the path; pink: masked off, it waits", fontsize=9)
+
+
+def _cell(x, y, colour):
+    from matplotlib.patches import Rectangle
+    return Rectangle((x - 0.5, y - 0.4), 1, 0.8, facecolor=colour, edgecolor="white")
+
+
+def _pictures():
+    from . import draw
+    from .record import Inputs
+    inputs = Inputs(small=True)
+    exp = LESSON.experiments[0]
+    p = exp.build(inputs)
+    values = p.x.copy_to_host()
+    tr = {v.name: draw.variant_trace(exp, v.name, p, block=0, warp=0) for v in exp.variants}
+    return [draw.Picture(
+        "divergence_arms",
+        "The 32 lanes of warp 0 on inputs of random sign. Written as an if/else, a warp whose "
+        "lanes disagree issues both arms, each with part of its lanes masked off. As a select "
+        "of the slope, every lane runs the same instructions. (For this small body the "
+        "compiler predicates the branch itself on sm_90: see the lesson.)",
+        (draw.panel("before: if/else (a branch per lane)", arms, tr["leaky_relu_branch"],
+                    values=values, branch=True),
+         draw.panel("after: select the slope, one multiply", arms, tr["leaky_relu_select"],
+                    values=values, branch=False)))]
+
+
 LESSON = Lesson(
     "divergence", "Branch divergence vs predication",
     "lanes of a warp that disagree on an if run both arms; a select of the operand leaves "
@@ -70,5 +118,9 @@ LESSON = Lesson(
                          lambda p: leaky_relu_branch(p.x, p.alpha), leaky_relu_branch),
                  Variant("leaky_relu_select", "select the slope, one multiply",
                          lambda p: unary("leaky_relu", p.xv, p.alpha), unary)),
-                tol=dict(rtol=0, atol=0)),),
-    _kernels)
+                tol=dict(rtol=0, atol=0),
+                look_for="identical counters: both variants touch the same bytes with the "
+                         "same lanes. Divergence costs instructions, not memory traffic, and "
+                         "for this small body the sm_90 compiler turns the branch into a "
+                         "select itself (the lesson's docstring shows the PTX)."),),
+    _kernels, _pictures)

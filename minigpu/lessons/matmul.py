@@ -177,6 +177,28 @@ def _kernels():
                        ffma_lds="report")]
 
 
+def _pictures():
+    from . import draw
+    from .record import Inputs
+    inputs = Inputs(small=True)
+    M, K, N = 32, 48, 32
+    a, b = inputs.tensor(1, M, K), inputs.tensor(1, K, N)
+    tr = {name: draw.traced(lambda fn=LADDER[name]: fn(a, b), block=(1, 1))
+          for name in ("coalesced", "tiled")}
+
+    arrays = (("a", (M, K)), ("b", (K, N)))
+    return [draw.Picture(
+        "matmul_tiles",
+        "Global loads of a and b by one 16x16 block (block (1, 1): the tile of c at rows and "
+        "columns 16-31). It needs a 16-row strip of a and a 16-column strip of b. Before: each "
+        "thread loads its own row and column, so every element of the strips is loaded 16 "
+        "times. After: the block stages 16x16 tiles (black lines) in shared memory, one step "
+        "along K at a time: each element is loaded once and read 16 times from shared memory.",
+        (draw.panel("before: one thread per output, no tiles", draw.heat, tr["coalesced"],
+                    arrays=arrays, vmax=16),
+         draw.panel("after: 16x16 shared tiles", draw.heat, tr["tiled"], arrays=arrays,
+                    vmax=16, tile=16)))]
+
 LESSON = Lesson(
     "matmul", "The matmul ladder",
     "coalesced thread mapping, shared-memory tiles, then register tiles: from memory bound "
@@ -186,5 +208,10 @@ LESSON = Lesson(
                 tuple(Variant(name, note, (lambda fn: lambda p: fn(p.a, p.b))(LADDER[name]),
                               LADDER[name]) for name, note in _notes().items()),
                 unit="GFLOP/s", memory_bound=False, tol=dict(rtol=1e-4, atol=1e-4 * 2048),
-                reference=lambda ref, p: ref.matmul(p.M, p.N, p.K)),),
-    _kernels)
+                reference=lambda ref, p: ref.matmul(p.M, p.N, p.K),
+                look_for="global_load_requests: the same for naive and coalesced, 16 times "
+                         "fewer for tiled (a 16x16 tile loads each element once per block "
+                         "instead of once per thread); global_load_sectors of naive several "
+                         "times coalesced's (its warps read down columns of a); bytes_moved "
+                         "falls at each of the first three rungs."),),
+    _kernels, _pictures)

@@ -61,8 +61,13 @@ def measure_all(lessons=None):
 
 def text(measured):
     from ..simulator.counters import table
-    return "\n\n".join(f"== {lesson.name} / {exp.name}: {problem.size}\n{table(rows)}"
-                       for lesson, exp, problem, rows in measured)
+    return "\n\n".join(f"== {lesson.name} / {exp.name}: {problem.size}\n{table(rows)}\n"
+                       f"{_look_for(exp)}" for lesson, exp, problem, rows in measured)
+
+
+def _look_for(exp):
+    import textwrap
+    return textwrap.fill(f"What to look for: {exp.look_for}", 100, subsequent_indent="  ")
 
 
 def markdown(measured):
@@ -73,6 +78,7 @@ def markdown(measured):
                  "| " + " | ".join(head) + " |", "|---" + "|---:" * len(COLUMNS) + "|"]
         lines += ["| " + " | ".join([f"`{r.name}`"] + [str(f(r.metrics)) for _, f in COLUMNS])
                   + " |" for r in rows]
+        lines += ["", f"*What to look for:* {exp.look_for}"]
         parts.append("\n".join(lines))
     return "\n\n".join(parts)
 

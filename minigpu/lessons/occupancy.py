@@ -32,9 +32,8 @@ Lesson: block size and occupancy (``saxpy_kernel`` launched with 32 ... 1024 thr
     128+   2048/block   64 (100 %)  warp slots
     ====== ============ =========== ==========================================
 
-    Expect 32-thread blocks to be clearly slower and everything from 128 up to be within a few
-    percent: past full occupancy, a bigger block buys nothing (and 1024-thread blocks make the
-    tail of the grid coarser). High occupancy is a means, not the goal: the register-tiled
+    On a GPU, expect 32-thread blocks to be slower than 64 and up: past full occupancy, a
+    bigger block buys nothing (and 1024-thread blocks make the tail of the grid coarser). High occupancy is a means, not the goal: the register-tiled
     GEMM (``matmul.py``) runs at 12.5 % occupancy on purpose, trading warps for registers that
     each do four FMAs per shared-memory load. ``python -m minigpu.tools.bench --lesson occupancy``
     measures the sweep; ``python -m minigpu.tools.kernel_report`` prints each kernel's occupancy.
@@ -237,11 +236,67 @@ def _variant(block):
                    lambda p: saxpy(p.a, p.x, p.y, block, p.out), saxpy, small=block <= 64)
 
 
+def occupancy_bars(ax, trace=None, regs=STATIC_SAXPY_REGISTERS):
+    """Theoretical occupancy of a kernel with ``regs`` registers at each block size (left) and
+    at 256 threads for register counts 16 ... 128 (right). ``trace`` is unused: this picture
+    is computed from the occupancy rules, not recorded."""
+    ax_b, ax_r = ax
+    occ = [theoretical_occupancy(regs, 0, b) for b in BLOCK_SIZES]
+    ax_b.bar([str(b) for b in BLOCK_SIZES], [100 * o.occupancy for o in occ],
+             color=["#b2182b" if o.occupancy < 1 else "#1a5e20" for o in occ])
+    for k, o in enumerate(occ):
+        ax_b.text(k, 100 * o.occupancy + 2, o.limited_by, ha="center", fontsize=8)
+    ax_b.set_ylim(0, 115)
+    ax_b.set_xlabel(f"threads per block ({regs} registers per thread)", fontsize=9)
+    ax_b.set_ylabel("occupancy (%)")
+    regs_axis = (16, 32, 40, 48, 64, 96, 128)
+    occ = [theoretical_occupancy(r, 0, 256) for r in regs_axis]
+    ax_r.bar([str(r) for r in regs_axis], [100 * o.occupancy for o in occ], color="#08519c")
+    ax_r.set_ylim(0, 115)
+    ax_r.set_xlabel("registers per thread (256 threads per block)", fontsize=9)
+    ax_r.set_ylabel("occupancy (%)")
+
+
+occupancy_bars.rows = (1, 1)
+
+
+def _pictures():
+    from . import draw
+    from .record import Inputs
+    inputs = Inputs(small=True)
+    n = 50
+    x, y = inputs.upload(inputs.uniform(n)), inputs.upload(inputs.uniform(n))
+    tr = {b: draw.traced(lambda b=b: saxpy(np.float32(2), x, y, b, inputs.empty(n)), block=None)
+          for b in (16, 32)}
+    return [
+        draw.Picture(
+            "threads_blocks",
+            "saxpy on 50 elements, one thread per element: element i is computed by thread "
+            "threadIdx.x of block blockIdx.x, i = blockIdx.x * blockDim.x + threadIdx.x. The "
+            "last block is ragged: its threads past the end skip the work (the guard i < n).",
+            (draw.panel("16 threads per block", draw.threads, tr[16], array="out", n=n,
+                        cols=16),
+             draw.panel("32 threads per block", draw.threads, tr[32], array="out", n=n,
+                        cols=16))),
+        draw.Picture(
+            "occupancy",
+            "Resident warps per SM out of 64 on an H200, from the occupancy rules (computed, "
+            "not simulated). Blocks of 32 threads stop at the 32-blocks-per-SM limit; more "
+            "registers per thread leave room for fewer warps.",
+            (draw.panel("occupancy of saxpy and of heavier kernels", occupancy_bars, None),)),
+    ]
+
+
 LESSON = Lesson(
     "occupancy", "Block size and occupancy",
     "a memory-bound kernel needs enough resident warps to keep loads in flight; past full "
     "occupancy a bigger block buys nothing",
     (Experiment("occupancy", _build, tuple(_variant(b) for b in BLOCK_SIZES),
-                no_production="a sweep of one kernel's block size, not a before and after"),),
+                no_production="a sweep of one kernel's block size, not a before and after",
+                look_for="the same counters at every block size: occupancy decides how many "
+                         "warps an SM keeps resident, not what they access. The difference is "
+                         "time, which only a GPU shows (python -m minigpu.tools.bench "
+                         "--lesson occupancy)."),),
     lambda: [KernelSpec("occupancy.saxpy", saxpy_kernel,
-                        (np.float32(0), *(np.zeros(1, np.float32),) * 3), 256)])
+                        (np.float32(0), *(np.zeros(1, np.float32),) * 3), 256)],
+    _pictures)

@@ -79,6 +79,7 @@ class Experiment:
     tol: dict = field(default_factory=lambda: dict(rtol=1e-5, atol=1e-5))
     reference: Callable | None = None  # (torch/CuPy reference, problem) -> (name, fn)
     no_production: str = ""            # why the last variant is not a production kernel
+    look_for: str = ""                 # what the counters table shows (printed under it)
 
     def runnable(self, small: bool):
         return tuple(v for v in self.variants if v.small or not small)
@@ -91,6 +92,7 @@ class Lesson:
     teaches: str
     experiments: tuple
     kernels: Callable[[], list] = list   # () -> [KernelSpec] of the lesson's own kernels
+    pictures: Callable[[], list] = list  # () -> [draw.Picture]: before/after, traced
 
     def describe(self) -> str:
         return f"{self.name:16s} {self.title}"

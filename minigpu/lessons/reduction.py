@@ -265,6 +265,41 @@ def _kernels():
             for rung, factory in factories]
 
 
+
+def _pictures():
+    from . import draw
+    from .record import Inputs
+    inputs = Inputs(small=True)
+    x16 = inputs.view(inputs.upload(inputs.rng.random(16)), (16,))
+    x128 = inputs.view(inputs.upload(inputs.rng.random(128)), (128,))
+    tree = {name: draw.traced(lambda fn=LADDER[name]: fn(x16, 16))
+            for name in ("interleaved", "sequential")}
+    masks = {name: draw.traced(lambda fn=LADDER[name]: fn(x128, 64))
+             for name in ("interleaved", "sequential")}
+    return [
+        draw.Picture(
+            "reduction_tree",
+            "One block of 16 threads sums 16 values in shared memory, one level per barrier "
+            "interval; a red arrow is one add. Interleaved: thread t adds sdata[t + s] when t % "
+            "2s == 0 (s = 1, 2, 4, ...). Sequential: threads t < s add sdata[t + s] (s = 8, 4, "
+            "...). Same adds, different threads doing them.",
+            (draw.panel("before: interleaved (tid % 2s == 0)", draw.tree, tree["interleaved"],
+                        array="sdata", n=16),
+             draw.panel("after: sequential (tid < s)", draw.tree, tree["sequential"],
+                        array="sdata", n=16))),
+        draw.Picture(
+            "reduction_divergence",
+            "Which of the 64 threads of a block store a partial sum at each step. Interleaved: "
+            "the working threads are scattered, so both warps issue every step with most lanes "
+            "idle (pink). Sequential: they are packed at the front, so from step 1 on warp 1 "
+            "has no work and skips the step (grey).",
+            (draw.panel("before: interleaved", draw.masks, masks["interleaved"],
+                        space="shared", kind="store", array="sdata"),
+             draw.panel("after: sequential", draw.masks, masks["sequential"],
+                        space="shared", kind="store", array="sdata"))),
+    ]
+
+
 LESSON = Lesson(
     "reduction", "The reduction ladder",
     "six ways to sum a vector, from a divergent shared-memory tree to warp shuffles on a "
@@ -272,5 +307,10 @@ LESSON = Lesson(
     (Experiment("reduction", _build,
                 tuple(_rung(name, fn) for name, fn in LADDER.items()
                       if WARP_SHUFFLE or name not in SHUFFLE_RUNGS),
-                tol=dict(rtol=1e-4, atol=1e-3)),),
-    _kernels)
+                tol=dict(rtol=1e-4, atol=1e-3),
+                look_for="barriers fall down the ladder (the shuffle rungs replace the last "
+                         "tree steps; the grid rungs need one per block); warp_efficiency of "
+                         "interleaved is about half of sequential's (its active threads are "
+                         "scattered over every warp); shared_load_requests fall once the "
+                         "first add happens while loading."),),
+    _kernels, _pictures)

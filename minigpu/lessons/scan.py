@@ -126,6 +126,31 @@ def _kernels():
                        (f, 1, s, f), b)]
 
 
+def _pictures():
+    from . import draw
+    from .record import Inputs
+    inputs = Inputs(small=True)
+    x = inputs.tensor(1, 16)
+    hillis = draw.traced(lambda: scan_hillis_steele(x, block=16))
+    blelloch = draw.traced(lambda: scan("sum", x, 1, max_block=8))  # a tile of 16
+    return [draw.Picture(
+        "scan_trees",
+        "Who reads what at each level of a 16-element inclusive scan (red arrows: the values "
+        "a thread adds). Hillis-Steele: every element adds the one 1, 2, 4, 8 places back: "
+        "4 levels, 49 adds. Blelloch (the production kernel, one 16-element tile): an up-sweep "
+        "builds partial sums up a tree, then the down-sweep passes the prefixes back down "
+        "(each X: a swap and an add): more levels, fewer adds.",
+        (draw.panel("Hillis-Steele (double buffer)", draw.tree, hillis, array="buf", n=16,
+                    index=lambda i: i % 16),
+         draw.panel("production: Blelloch up-sweep and down-sweep", draw.tree, blelloch,
+                    array="temp", n=16, index=_unpad, carry=False)))]
+
+
+def _unpad(i):
+    """The element of the production scan's padded shared index (one pad slot per 32)."""
+    return i - i // 33
+
+
 LESSON = Lesson(
     "scan", "Scan: Hillis-Steele vs work-efficient Blelloch",
     "a prefix sum is a tree: Blelloch's up-sweep/down-sweep does O(n) work where Hillis-Steele "
@@ -137,5 +162,11 @@ LESSON = Lesson(
                 lambda p: scan_hillis_steele(p.x), scan_hillis_steele),
         Variant("scan", "production: Blelloch tiles of 2B, rows split over blocks",
                 lambda p: scan_production(p.x), scan),
-    ), tol=dict(rtol=1e-4, atol=1e-3)),),
-    _kernels)
+    ), tol=dict(rtol=1e-4, atol=1e-3),
+                look_for="thread_per_row: global_load_sectors / global_load_requests equals "
+                         "the number of rows (each lane reads its own row) and "
+                         "sector_efficiency is low; hillis_steele reads and writes coalesced "
+                         "rows. The production scan splits these long rows over blocks, so it "
+                         "moves more bytes at this small size in exchange for more "
+                         "parallelism."),),
+    _kernels, _pictures)

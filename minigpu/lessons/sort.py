@@ -80,6 +80,20 @@ def _kernels():
                        PRODUCTION_BLOCK)]
 
 
+def _pictures():
+    from . import draw
+    from .record import Inputs
+    x = Inputs(small=True).tensor(1, 16)
+    tr = draw.traced(lambda: sort(x, max_block=8)[0])   # one tile of 16
+    return [draw.Picture(
+        "sort_network",
+        "The bitonic network on a 16-element tile in shared memory: at each step every "
+        "thread compares (and maybe swaps) the two elements joined by its link, the same "
+        "pairs whatever the data, then all wait at a barrier.",
+        (draw.panel("production sort: bitonic network of one tile", draw.network, tr,
+                    array="sk", n=16),))]
+
+
 LESSON = Lesson(
     "sort", "Sorting rows: rank sort vs bitonic network in shared memory",
     "a sorting network's steps are data-independent: a block sorts a tile in shared memory "
@@ -89,5 +103,9 @@ LESSON = Lesson(
                 lambda p: rank_sort(p.x), rank_sort),
         Variant("sort", "production: bitonic network, tiles in shared memory",
                 lambda p: sort_production(p.x), sort),
-    ), tol=dict(rtol=0, atol=0)),),
-    _kernels)
+    ), tol=dict(rtol=0, atol=0),
+                look_for="global_load_requests of rank_sort are several times the bitonic "
+                         "sort's: every thread reads its whole row from global memory, while "
+                         "the network loads a tile once and works in shared memory (its "
+                         "shared_load_requests and barriers)."),),
+    _kernels, _pictures)

@@ -1,16 +1,19 @@
-"""Exercise ``epilogue`` (chapter 10: fusion, docs/course/10-fusion-constant-streams.md; and
-chapter 1: coalescing).
+"""Exercise ``epilogue`` (chapter 1: coalescing, docs/course/01-coalescing.md).
 
 out[r, c] = leaky_relu(x[r, c] + bias[c]) with slope 0.1, x (R, C), bias (C,), float32, in one
-kernel. The grader launches ``kernel[(ceil(C / BX), ceil(R / BY)), (BX, BY)](x, bias, out)``.
+kernel (the add and the activation fused: x + bias never goes to memory). The grader
+launches ``kernel[(ceil(C / BX), ceil(R / BY)), (BX, BY)](x, bias, out)`` on sizes drawn from
+your BX and BY (you may change them).
 
-Budgets: coalesced loads and stores (at most 4.5 sectors per request). Static limit: no
-float64 instruction (write float32 constants).
+Budgets: global load and store sectors per request at most 1.25 x the reference's with your
+BX, BY (coalesced: consecutive threadIdx.x, consecutive columns). Static limit: no float64
+instruction (write float32 constants).
 Check it: python -m minigpu.exercises check epilogue this_file.py
 """
 from numba import cuda, float32
 
-BX, BY = 32, 8
+BX = 32
+BY = 8
 
 
 @cuda.jit

@@ -1,7 +1,8 @@
 """Exercise ``histogram`` (chapter 6: atomics, docs/course/06-atomics.md).
 
 hist[v] = number of elements of ``values`` equal to v, for v in [0, NBINS). int32.
-The grader zeroes ``hist`` and launches ``kernel[ceil(n / TPB), TPB](values, hist)``.
+The grader zeroes ``hist`` and launches ``kernel[ceil(n / TPB), TPB](values, hist)`` on sizes
+drawn from your TPB (you may change TPB and NBINS, NBINS <= TPB).
 
 Budget: at most one global atomic per bin per block. Count into a shared array first
 (``cuda.atomic.add`` works on shared arrays too), then add each bin to ``hist`` once.

@@ -1,10 +1,12 @@
 """Exercise ``matmul`` (chapter 8: tiled matmul, docs/course/08-matmul.md).
 
 c = a @ b; a is (M, K), b is (K, N), float32. The grader launches
-``kernel[(ceil(N / TILE), ceil(M / TILE)), (TILE, TILE)](a, b, c)`` on ragged shapes.
+``kernel[(ceil(N / TILE), ceil(M / TILE)), (TILE, TILE)](a, b, c)`` on shapes drawn from your
+TILE (you may change it), ragged in every dimension.
 
-Budget: at most 2 * ceil(K / TILE) global load requests per warp (one request of a and one of
-b per tile step): stage TILE x TILE tiles of a and b in shared memory.
+Budgets, each at most 1.25 x the reference's with your TILE: global load requests per warp
+(one request of a and one of b per tile step: stage TILE x TILE tiles of a and b in shared
+memory) and global load sectors per request (coalesced tile loads).
 Check it: python -m minigpu.exercises check matmul this_file.py
 """
 from numba import cuda, float32

@@ -2,10 +2,13 @@
 
 Block-wise inclusive scan: out[i] = x[s] + ... + x[i], where s = (i // TPB) * TPB is the first
 index of i's block (a full-array scan then adds each block's total: see the chapter). float32.
-The grader launches ``kernel[ceil(n / TPB), TPB](x, out)`` on ragged n.
+The grader launches ``kernel[ceil(n / TPB), TPB](x, out)`` on sizes drawn from your TPB (you
+may change it).
 
-Budgets: read each input from global memory once (global load sectors per output <= 0.3) and
-at most 2 * log2(TPB) + 1 barriers per block (Hillis-Steele in shared memory).
+Budgets, each at most 1.25 x the reference's with your TPB: global load sectors per output
+(read each input once) and barriers per block (2 per step of Hillis-Steele in shared memory),
+and no bank conflicts (Blelloch's up-sweep and down-sweep pass too, with TPB a power of two,
+if you pad its strided accesses as chapter 3 shows).
 Check it: python -m minigpu.exercises check scan this_file.py
 """
 from numba import cuda, float32

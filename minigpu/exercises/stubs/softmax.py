@@ -1,10 +1,12 @@
 """Exercise ``softmax`` (chapter 5: warp shuffles, docs/course/05-warp-shuffles.md).
 
 out[r] = softmax(x[r]) for every row r of x (R, C), float32. The grader launches
-``kernel[ceil(R / WARPS), 32 * WARPS](x, out)``: one warp per row.
+``kernel[ceil(R / WARPS), 32 * WARPS](x, out)``: one warp per row. Rows may be shorter than a
+warp, and their values large (subtract the row max before exp).
 
-Budgets: coalesced loads (lane l reads columns l, l + 32, ...: at most 4.5 sectors per
-request) and no barrier: combine the lanes' max and sum with ``cuda.shfl_xor_sync``.
+Budgets: coalesced loads (lane l reads columns l, l + 32, ...), load requests per row at most
+1.25 x the reference's (every lane works), and no barrier: combine the lanes' max and sum
+with ``cuda.shfl_xor_sync``.
 Check it: python -m minigpu.exercises check softmax this_file.py
 """
 import math

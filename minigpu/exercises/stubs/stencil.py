@@ -1,11 +1,13 @@
 """Exercise ``stencil`` (chapter 2: shared memory and barriers, docs/course/02-shared-memory.md).
 
 out[i] = x[i-1] + x[i] + x[i+1], with x[-1] = x[n] = 0. float32, 1-D.
-The grader launches ``kernel[ceil(n / TPB), TPB](x, out)`` on ragged n (not a multiple of TPB).
+The grader launches ``kernel[ceil(n / TPB), TPB](x, out)`` on sizes drawn from your TPB (you
+may change it): several blocks, the last one ragged, or exactly full.
 
-Budget: each block reads its elements from global memory once: load its TPB elements plus one
-halo element on each side into a shared array, wait at a barrier, then read the neighbours from
-shared memory. Check it: python -m minigpu.exercises check stencil this_file.py
+Budget: each block reads its elements from global memory once (global load sectors per output
+at most 1.25 x the reference's): load its TPB elements plus one halo element on each side into
+a shared array, wait at a barrier, then read the neighbours from shared memory.
+Check it: python -m minigpu.exercises check stencil this_file.py
 """
 from numba import cuda, float32
 

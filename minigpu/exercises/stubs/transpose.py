@@ -2,10 +2,12 @@
 docs/course/01-coalescing.md, docs/course/03-bank-conflicts.md).
 
 out[j, i] = a[i, j]; a is (rows, cols) float32, out is (cols, rows).
-The grader launches ``kernel[(ceil(cols / TILE), ceil(rows / TILE)), (TILE, ROWS)](a, out)``.
+The grader launches ``kernel[(ceil(cols / TILE), ceil(rows / TILE)), (TILE, ROWS)](a, out)``
+on shapes drawn from your TILE (you may change TILE and ROWS; TILE a multiple of ROWS).
 
-Budgets: global loads *and* stores at 4 sectors per request (a warp touches one 128-byte row
-segment), shared loads at 1 wavefront per request (no bank conflicts: pad the tile).
+Budgets, each at most 1.25 x the reference's with your TILE and ROWS: global load *and* store
+sectors per request (a warp touches one row segment: coalesced both ways) and shared load
+wavefronts per request (no bank conflicts: pad the tile).
 Check it: python -m minigpu.exercises check transpose this_file.py
 """
 from numba import cuda, float32
