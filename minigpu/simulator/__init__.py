@@ -57,7 +57,8 @@ def _check(kernel_mod, kernelapi, devicearray, args_mod):
     for owner, names in ((kernel_mod, ("FakeCUDAKernel", "_push_kernel_context",
                                        "_get_kernel_context")),
                          (kernelapi, ("FakeCUDAModule", "FakeCUDAShared", "FakeCUDALocal",
-                                      "FakeCUDAAtomic", "Dim3", "types", "numpy_support")),
+                                      "FakeCUDAAtomic", "Dim3", "types", "numpy_support",
+                                      "GridGroup")),
                          (devicearray, ("FakeCUDAArray", "FakeWithinKernelCUDAArray",
                                         "device_array")),
                          (args_mod, ("InOut", "ArgHint"))):
@@ -122,6 +123,14 @@ def _patch(cuda, simpkg, kernel_mod, kernelapi, devicearray, args_mod):
     launch._cuda = cuda
     sites.skip_dir(os.path.dirname(kernel_mod.__file__) + os.sep)
     _set(kernel_mod.FakeCUDAKernel, "__call__", launch.launch)
+    _set(kernel_mod.FakeCUDAKernel, "overloads", property(launch.overloads))
+    _set(kernelapi.GridGroup, "sync", lambda self: blocks.current().grid_sync())
+    from numba.cuda.simulator import api
+    stock_jit = api.jit
+    jit = launch.jit_recording_signature(stock_jit)
+    for owner in (api, simpkg, cuda):
+        if getattr(owner, "jit", None) is stock_jit:
+            _set(owner, "jit", jit)
     _set(kernelapi.FakeCUDAShared, "array", memory.shared_array)
     _set(kernelapi.FakeCUDALocal, "array", memory.local_array)
     for name, fn in vars(memory.Atomics).items():

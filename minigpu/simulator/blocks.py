@@ -29,6 +29,7 @@ import numpy as np
 
 from . import memory
 from .errors import SimulatorError, SyncError
+from .indeterminate import Indeterminate
 from .sites import BARRIERS, FULL_MASK, Op, ranges, site, where
 from .warp import warp_results
 
@@ -43,8 +44,14 @@ class _Block:
     """Sync state of one running block. Every field is guarded by ``lock``. A waiting thread
     sleeps on its own ``wake`` lock, so a wake-up reaches only the threads it frees."""
 
-    def __init__(self, kernel, block_idx, threads):
+    def __init__(self, kernel, block_idx, threads, dynshared=0, grid=None):
         self.kernel, self.block_idx = kernel, tuple(block_idx)
+        self.grid = grid  # the _Grid of a cooperative launch, else None
+        # this block's shared memory (memory.shared_array): arrays by source line, their
+        # bytes, the race map, and the dynamic shared buffer (poisoned)
+        self.shared, self.static_bytes = {}, 0
+        self.shared_shadow = {} if memory.config.CHECKS else None
+        self.dynshared = memory.poisoned_bytes(dynshared)
         self.lock = threading.Lock()
         self.done = threading.Condition(self.lock)
         self.threads = threads
@@ -91,6 +98,8 @@ class _Block:
         with self.lock:
             t.exited = True
             self.live -= 1
+            if self.grid is not None:
+                self.grid.exit()
             if t.exception is not None and not isinstance(t.exception[0], _Abort):
                 self._fail(t)
             elif self.error is None:
@@ -130,6 +139,8 @@ class _Block:
     def _fail(self, error):
         if self.error is None:
             self.error = error
+            if self.grid is not None:
+                self.grid.fail()
             for t in self.threads:
                 if t.op is not None and t is not threading.current_thread():
                     t.wake.release()
@@ -172,7 +183,7 @@ class _Block:
                 "thread of the block that has not exited must reach the same syncthreads()."))
             return
         kind, preds = self.barrier[0].op.kind, [bool(t.op.value) for t in self.barrier]
-        result = {"syncthreads": None, "syncthreads_count": sum(preds),
+        result = {"syncthreads": None, "grid_sync": None, "syncthreads_count": sum(preds),
                   "syncthreads_and": int(all(preds)), "syncthreads_or": int(any(preds))}[kind]
         waiting, self.barrier = self.barrier, []
         for t in waiting:
@@ -258,13 +269,14 @@ class _Worker(threading.Thread):
         self.op = self.result = self.exception = self.next = None  # next: see _Block._chain
         self.exited = False
         self.ordinal, self.gtid = ordinal, (ordinal, tid)
-        self.epoch = self.wepoch = 0
+        self.epoch = self.wepoch = self.gepoch = 0
         self.tick()
 
     def tick(self):
-        """Rebuild the racecheck clock after a barrier or syncwarp (see the module doc)."""
+        """Rebuild the racecheck clock after a barrier, syncwarp or grid sync (the layout
+        ``rules.unordered`` reads)."""
         self.clk = (self.gtid, self.ordinal, self.epoch, self.wepoch, self.warp, self.tidx,
-                    self.bidx)
+                    self.bidx, self.gepoch)
 
     def run(self):
         while True:
@@ -284,6 +296,8 @@ class _Worker(threading.Thread):
                 self.block.exit(self)  # also puts this worker back in _idle
 
     def _barrier(self, kind, value=None):
+        if type(value) is Indeterminate:
+            value.use(f"given to {kind}() as its predicate")
         return self.block.wait(self, Op(kind, FULL_MASK, value, None, site()))
 
     def syncthreads(self):
@@ -298,14 +312,75 @@ class _Worker(threading.Thread):
     def syncthreads_or(self, value):
         return self._barrier("syncthreads_or", value)
 
+    def grid_sync(self):
+        """``cg.this_grid().sync()``: the block's barrier, then the grid's."""
+        grid = self.block.grid
+        if grid is None:
+            if self.launch.blocks > 1:
+                raise SyncError(
+                    f"kernel '{self.block.kernel}': cg.this_grid().sync() in a launch of "
+                    f"{self.launch.blocks} blocks that the simulator did not recognise as "
+                    f"cooperative (it looks for `this_grid` in the kernel's code and the device "
+                    f"functions it calls); {where(site())}")
+            self._barrier("grid_sync")
+            return
+        self._barrier("grid_sync")
+        grid.wait(self)
+        self.gepoch += 1
+        self.tick()
+
+
+class _Grid:
+    """The grid-wide barrier of a cooperative launch: every block is resident at once, and
+    ``sync()`` returns when every thread of the grid that has not exited has reached it."""
+
+    def __init__(self, threads):
+        self.cond = threading.Condition()
+        self.live, self.arrived, self.generation, self.failed = threads, 0, 0, False
+
+    def wait(self, t):
+        with self.cond:
+            if self.failed:
+                raise _Abort()
+            generation = self.generation
+            self.arrived += 1
+            self._try()
+            while self.generation == generation and not self.failed:
+                self.cond.wait()
+            if self.failed:
+                raise _Abort()
+
+    def exit(self):
+        with self.cond:
+            self.live -= 1
+            self._try()
+
+    def fail(self):
+        with self.cond:
+            self.failed = True
+            self.cond.notify_all()
+
+    def _try(self):
+        if self.arrived and self.arrived >= self.live:
+            self.arrived = 0
+            self.generation += 1
+            self.cond.notify_all()
+
+
+def current():
+    """The simulated thread running this code (``RuntimeError`` outside a kernel)."""
+    t = threading.current_thread()
+    if getattr(t, "block", None) is None:
+        raise RuntimeError("called outside a running simulated kernel")
+    return t
+
 
 _idle = []  # workers waiting for a block; guarded by _idle_lock
 _idle_lock = threading.Lock()
 
 
-def run_block(fn, name, grid_point, block_dim, ordinal, debug, args, launch):
-    """Run block ``grid_point`` of a launch (its ``ordinal``-th) on pooled workers and sleep
-    until it is done; re-raise the first error of its threads."""
+def start_block(fn, name, grid_point, block_dim, ordinal, debug, args, launch, grid=None):
+    """Start block ``grid_point`` of a launch (its ``ordinal``-th) on pooled workers."""
     bx, by, _ = block_dim
     points = sorted(np.ndindex(*block_dim), key=lambda p: p[0] + bx * (p[1] + by * p[2]))
     with _idle_lock:
@@ -315,11 +390,16 @@ def run_block(fn, name, grid_point, block_dim, ordinal, debug, args, launch):
     def target():
         fn(*args)
 
-    block = _Block(name, grid_point, workers)
+    block = _Block(name, grid_point, workers, launch.dynshared, grid)
     for tid, (w, p) in enumerate(zip(workers, points)):
         w.assign(block, target, debug, grid_point, p, tid, ordinal, launch)
     for w in workers:
         w.job.release()
+    return block
+
+
+def finish_block(block):
+    """Sleep until ``block`` is done; return its first error (None if it ran through)."""
     with block.lock:
         while block.live and block.error is None:
             block.done.wait()
@@ -328,8 +408,35 @@ def run_block(fn, name, grid_point, block_dim, ordinal, debug, args, launch):
             deadline = time.monotonic() + 0.5
             while block.live and time.monotonic() < deadline:
                 block.done.wait(0.05)
-    if error is None:
-        return
+    return error
+
+
+def _raise(error):
     if isinstance(error, SyncError):
         raise error
     raise error.exception[0].with_traceback(error.exception[1])
+
+
+def run_block(fn, name, grid_point, block_dim, ordinal, debug, args, launch):
+    """Run one block and sleep until it is done; re-raise the first error of its threads."""
+    error = finish_block(start_block(fn, name, grid_point, block_dim, ordinal, debug, args,
+                                     launch))
+    if error is not None:
+        _raise(error)
+
+
+def run_grid(fn, name, grid_points, block_dim, debug, args, launch):
+    """Run every block of a cooperative launch at once (``cg.this_grid().sync()`` waits for
+    all of them); re-raise the first error."""
+    threads = len(grid_points) * block_dim[0] * block_dim[1] * block_dim[2]
+    grid = _Grid(threads)
+    blocks = [start_block(fn, name, p, block_dim, i, debug, args, launch, grid)
+              for i, p in enumerate(grid_points)]
+    first = None
+    for block in blocks:
+        error = finish_block(block)
+        if error is not None and first is None:
+            first = error
+            grid.fail()  # wake the other blocks' threads waiting at the grid barrier
+    if first is not None:
+        _raise(first)
