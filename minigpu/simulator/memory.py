@@ -525,8 +525,7 @@ class Array:
         kind = {("write", "write"): "write-after-write", ("read", "write"): "write-after-read",
                 ("write", "read"): "read-after-write"}.get(
             (first_kind.split()[-1], second_kind.split()[-1]), "")
-        extra = (" (the two stores write different values)" if kind == "write-after-write"
-                 else "")
+        extra = "; the two stores write different values" if kind == "write-after-write" else ""
         raise RaceError(
             f"kernel '{_current().launch.name}': {kind} race on {self._describe(idx)}:\n"
             f"  {first_kind} by thread {c1[5]} of block {c1[6]} at {first[1]}:{first[2]}\n"

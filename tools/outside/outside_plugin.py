@@ -118,6 +118,10 @@ def _short(nodeid):
     """``cudapy/test_x.py::Class::test`` (relative to the wheel's tests folder)."""
     path, _, rest = nodeid.partition("::")
     p = Path(path)
+    if not p.is_absolute():
+        if (TESTS_DIR / p).exists():
+            return f"{p.as_posix()}::{rest}"
+        p = Path.cwd() / p
     try:
         p = p.resolve().relative_to(TESTS_DIR)
     except ValueError:
