@@ -201,6 +201,22 @@ def test_a_cooperative_grid_too_large_to_be_resident_is_refused():
         kernel[most + 1, 1024](np.zeros((2, (most + 1) * 1024), np.int32))
 
 
+def oob_after_grid_sync(x):
+    g = cuda.cg.this_grid()
+    i = cuda.grid(1)
+    x[i] = 1
+    g.sync()
+    if cuda.blockIdx.x == 1:
+        x[i + 100] = 2                    # out of bounds while the other blocks wait
+    g.sync()
+
+
+def test_an_error_in_one_block_of_a_cooperative_launch_is_raised():
+    kernel = cuda.jit(oob_after_grid_sync)
+    with pytest.raises(OutOfBoundsError, match="block \\(1, 0, 0\\)"):
+        kernel[3, 4](np.zeros(12, np.int32))
+
+
 @cuda.jit
 def increment(x):
     i = cuda.grid(1)
@@ -282,7 +298,19 @@ def store_read_store(out, flag):
         out[0] = 1.0
 
 
+@cuda.jit
+def broadcast_through_global(ary):
+    i = cuda.grid(1)
+    if i == 0:
+        ary[0] = 42
+    cuda.syncwarp(0xFFFFFFFF)
+    ary[i] = ary[0]                  # lane 0 stores back the value every lane reads
+
+
 def test_same_value_stores_are_benign():
+    ary = np.zeros(32, np.int32)
+    broadcast_through_global[1, 32](ary)
+    assert (ary == 42).all()
     a = np.arange(8, dtype=np.float32)
     out = np.zeros(1, np.float32)
     everyone_stores_the_total[3, 8](out, a, a)

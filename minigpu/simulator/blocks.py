@@ -64,6 +64,8 @@ class _Block:
         self.pending = [{} for _ in range(nwarps)]  # lane -> thread waiting in a warp intrinsic
         self.error = None  # a SyncError, or the _Worker whose kernel code raised
         self.woken = []  # released by _release, to be woken by _chain
+        self.at_grid = False  # every live thread waits at the grid barrier (cooperative)
+        self.grid_done = False  # ... and this block's arrival completed it: release the grid
 
     # -- called by the threads -------------------------------------------------------------
 
@@ -84,8 +86,11 @@ class _Block:
                 if op.kind != "activemask":  # completed by _progress
                     self._try_group(t)
             self._progress(t.warp)
-            head, sleep = self._chain(), t.op is not None and self.error is None
+            done, self.grid_done = self.grid_done, False
+            head, sleep = self._chain(), t.op is not None and self.error is None and not done
         _wake(head)
+        if done:  # this thread completed the grid barrier: it wakes every block
+            self.grid.release(t)
         if sleep:
             t.wake.acquire()  # sleeps until _wake or _fail unlocks it
             nxt, t.next = t.next, None
@@ -98,8 +103,6 @@ class _Block:
         with self.lock:
             t.exited = True
             self.live -= 1
-            if self.grid is not None:
-                self.grid.exit()
             if t.exception is not None and not isinstance(t.exception[0], _Abort):
                 self._fail(t)
             elif self.error is None:
@@ -110,11 +113,16 @@ class _Block:
                 self._progress(t.warp)
             if self.live == 0 or self.error is not None:
                 self.done.notify()
+            if self.live == 0 and self.grid is not None:
+                self.grid_done |= self.grid.leave(self.at_grid)
+            done, self.grid_done = self.grid_done, False
             head = self._chain()
             t.target = None  # drop the kernel's arguments
             with _idle_lock:
                 _idle.append(t)
         _wake(head)
+        if done:
+            self.grid.release(None)
 
     # -- under the lock --------------------------------------------------------------------
 
@@ -140,7 +148,7 @@ class _Block:
         if self.error is None:
             self.error = error
             if self.grid is not None:
-                self.grid.fail()
+                self.grid.fail(error)
             for t in self.threads:
                 if t.op is not None and t is not threading.current_thread():
                     t.wake.release()
@@ -159,7 +167,7 @@ class _Block:
                 for u in group:
                     del self.pending[warp][u.lane]
                     self._release(u, mask)
-        if self.error is None and self.live and self.blocked == self.live:
+        if self.error is None and self.live and self.blocked == self.live and not self.at_grid:
             if self.quiescing:  # everyone else is blocked or done: let them go on
                 for u in self.quiescing:
                     self._release(u, None)
@@ -182,7 +190,13 @@ class _Block:
                 "undefined behaviour on the GPU (it hangs or silently mis-synchronises): every "
                 "thread of the block that has not exited must reach the same syncthreads()."))
             return
-        kind, preds = self.barrier[0].op.kind, [bool(t.op.value) for t in self.barrier]
+        kind = self.barrier[0].op.kind
+        if kind == "grid_sync" and self.grid is not None:
+            if not self.at_grid:  # the block has arrived: wait for the others (grid.release)
+                self.at_grid = True
+                self.grid_done |= self.grid.arrive()
+            return
+        preds = [bool(t.op.value) for t in self.barrier]
         result = {"syncthreads": None, "grid_sync": None, "syncthreads_count": sum(preds),
                   "syncthreads_and": int(all(preds)), "syncthreads_or": int(any(preds))}[kind]
         waiting, self.barrier = self.barrier, []
@@ -313,58 +327,74 @@ class _Worker(threading.Thread):
         return self._barrier("syncthreads_or", value)
 
     def grid_sync(self):
-        """``cg.this_grid().sync()``: the block's barrier, then the grid's."""
-        grid = self.block.grid
-        if grid is None:
-            if self.launch.blocks > 1:
-                raise SyncError(
-                    f"kernel '{self.block.kernel}': cg.this_grid().sync() in a launch of "
-                    f"{self.launch.blocks} blocks that the simulator did not recognise as "
-                    f"cooperative (it looks for `this_grid` in the kernel's code and the device "
-                    f"functions it calls); {where(site())}")
-            self._barrier("grid_sync")
-            return
+        """``cg.this_grid().sync()``: a barrier of every thread of a cooperative launch."""
+        if self.block.grid is None and self.launch.blocks > 1:
+            raise SyncError(
+                f"kernel '{self.block.kernel}': cg.this_grid().sync() in a launch of "
+                f"{self.launch.blocks} blocks that the simulator did not recognise as "
+                f"cooperative (it looks for `this_grid` in the kernel's code and the device "
+                f"functions it calls) at {where(site())}")
         self._barrier("grid_sync")
-        grid.wait(self)
-        self.gepoch += 1
-        self.tick()
 
 
 class _Grid:
-    """The grid-wide barrier of a cooperative launch: every block is resident at once, and
-    ``sync()`` returns when every thread of the grid that has not exited has reached it."""
+    """The grid-wide barrier of a cooperative launch, whose blocks all run at once. A block
+    arrives when every live thread of it waits at ``grid_sync``; when every block that has
+    not finished has arrived, :meth:`release` frees them all as one wake-up chain. Locks are
+    taken block, then grid (never a block's lock while holding the grid's)."""
 
-    def __init__(self, threads):
-        self.cond = threading.Condition()
-        self.live, self.arrived, self.generation, self.failed = threads, 0, 0, False
+    def __init__(self, blocks):
+        self.lock = threading.Lock()
+        self.changed = threading.Condition(self.lock)
+        self.blocks = []            # filled by run_grid
+        self.live = blocks          # blocks with a live thread
+        self.arrived = 0            # of them, blocks waiting at the barrier
+        self.error = None           # the first block's error (run_grid raises it)
 
-    def wait(self, t):
-        with self.cond:
-            if self.failed:
-                raise _Abort()
-            generation = self.generation
+    def arrive(self):
+        with self.lock:
             self.arrived += 1
-            self._try()
-            while self.generation == generation and not self.failed:
-                self.cond.wait()
-            if self.failed:
-                raise _Abort()
+            return self._complete()
 
-    def exit(self):
-        with self.cond:
+    def leave(self, arrived):
+        with self.lock:
             self.live -= 1
-            self._try()
+            self.arrived -= arrived
+            self.changed.notify()
+            return self._complete()
 
-    def fail(self):
-        with self.cond:
-            self.failed = True
-            self.cond.notify_all()
-
-    def _try(self):
-        if self.arrived and self.arrived >= self.live:
+    def _complete(self):
+        if self.arrived and self.arrived == self.live:
             self.arrived = 0
-            self.generation += 1
-            self.cond.notify_all()
+            return True
+        return False
+
+    def fail(self, error):
+        with self.lock:
+            if self.error is None:
+                self.error = error
+            self.changed.notify()
+
+    def release(self, me):
+        """Free every thread waiting at the grid barrier (``me``, the caller, is awake)."""
+        woken = []
+        for b in self.blocks:
+            with b.lock:
+                if b.at_grid and b.error is None:
+                    b.at_grid = False
+                    waiting, b.barrier = b.barrier, []
+                    for t in waiting:
+                        t.epoch += 1
+                        t.gepoch += 1
+                        t.tick()
+                        b._release(t, None)
+                    if memory.observers:
+                        memory.notify_event("barrier")
+                woken += [t for t in b.woken if t is not me]
+                b.woken = []
+        for a, b in zip(woken, woken[1:] + [None]):
+            a.next = b
+        _wake(woken[0] if woken else None)
 
 
 def current():
@@ -428,15 +458,18 @@ def run_block(fn, name, grid_point, block_dim, ordinal, debug, args, launch):
 def run_grid(fn, name, grid_points, block_dim, debug, args, launch):
     """Run every block of a cooperative launch at once (``cg.this_grid().sync()`` waits for
     all of them); re-raise the first error."""
-    threads = len(grid_points) * block_dim[0] * block_dim[1] * block_dim[2]
-    grid = _Grid(threads)
-    blocks = [start_block(fn, name, p, block_dim, i, debug, args, launch, grid)
-              for i, p in enumerate(grid_points)]
-    first = None
-    for block in blocks:
-        error = finish_block(block)
-        if error is not None and first is None:
-            first = error
-            grid.fail()  # wake the other blocks' threads waiting at the grid barrier
-    if first is not None:
-        _raise(first)
+    grid = _Grid(len(grid_points))
+    grid.blocks = [start_block(fn, name, p, block_dim, i, debug, args, launch, grid)
+                   for i, p in enumerate(grid_points)]
+    with grid.lock:
+        while grid.live and grid.error is None:
+            grid.changed.wait()
+        error = grid.error
+    if error is not None:  # stop the other blocks (their threads may wait at the barrier)
+        for b in grid.blocks:
+            with b.lock:
+                b._fail(error)
+    for b in grid.blocks:
+        finish_block(b)
+    if error is not None:
+        _raise(error)

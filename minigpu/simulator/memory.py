@@ -391,7 +391,7 @@ class Array:
             e = shadow.get(addr)
             if e is None:
                 f = _getframe(1)
-                shadow[addr] = [None, (c, f.f_code.co_filename, f.f_lineno), None]
+                shadow[addr] = [None, (c, f.f_code.co_filename, f.f_lineno), None, None]
             else:
                 r1 = e[1]
                 if r1 is None or r1[0] is not c:
@@ -420,10 +420,10 @@ class Array:
             f = _getframe(1)
             rec = (c, f.f_code.co_filename, f.f_lineno, False)
             if e is None:
-                shadow[addr] = [rec, None, None]
+                shadow[addr] = [rec, None, None, None]
             else:
                 w = e[0]
-                if w is None or w[0] is not c or e[1] is not None:
+                if w is None or w[0] is not c or e[1] is not None or e[3] is not None:
                     self._write(e, rec, idx, value)
                 else:  # the same thread rewriting in the same interval: nothing new
                     e[0] = rec
@@ -469,7 +469,7 @@ class Array:
             rec = (c, f.f_code.co_filename, f.f_lineno, True)
             e = self.shadow.get(addr)
             if e is None:
-                self.shadow[addr] = [rec, None, None]
+                self.shadow[addr] = [rec, None, None, None]
             else:
                 self._write(e, rec, idx, None)
         self.a[idx] = update(old)
@@ -497,24 +497,39 @@ class Array:
 
     def _write(self, e, rec, idx, value):
         """Record a write (``value`` None: atomic); raise on a conflict with an unordered
-        access of another thread, except a plain store of the bytes already there over a
-        plain store (``rules.same_value_store``)."""
+        access of another thread. A plain store of the bytes the element already holds
+        (``rules.same_value_store``) conflicts only with an atomic; it is kept apart (``e[3]``)
+        so that a later store of another value, which it does race, is checked against it."""
         c, atomic = rec[0], rec[3]
+        w, same = e[0], e[3]
+
+        def conflicts(other):
+            return other is not None and other[0][0] is not c[0] and unordered(c, other[0])
+
         what = "atomic write" if atomic else "write"
-        w = e[0]
-        if w is not None and w[0][0] is not c[0] and not (atomic and w[3]) \
-                and unordered(c, w[0]) and not (
-                    not atomic and not w[3] and self._same_value(idx, value)):
+        if not atomic and self._same_value(idx, value):
+            if w is not None and w[3] and conflicts(w):
+                self._race(idx, w, "atomic write", rec, what)
+            e[3] = rec
+            return
+        if conflicts(w) and not (atomic and w[3]):
             self._race(idx, w, "atomic write" if w[3] else "write", rec, what)
+        if conflicts(same):
+            self._race(idx, same, "write", rec, what)
         for r in (e[1], e[2]):
-            if r is not None and r[0][0] is not c[0] and unordered(c, r[0]):
+            if conflicts(r):
                 self._race(idx, r, "read", rec, what)
-        e[0], e[1], e[2] = rec, None, None
+        e[0], e[1], e[2], e[3] = rec, None, None, None
 
     def _same_value(self, idx, value):
-        new = np.empty((), self.dtype)
-        new[()] = value
-        return same_value_store(np.asarray(self.a[idx]), new)
+        """Would storing ``value`` at ``idx`` leave the element's bytes as they are?"""
+        old = self.a[idx]
+        try:
+            new = self.dtype.type(value)
+        except (TypeError, ValueError, OverflowError):  # let the store itself raise or cast
+            new = np.empty((), self.dtype)
+            new[()] = value
+        return bool(new == old) and same_value_store(old, new)
 
     def _race(self, idx, first, first_kind, second, second_kind):
         c1, c2 = first[0], second[0]

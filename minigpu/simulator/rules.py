@@ -21,10 +21,11 @@ when it is computed (the message says which rule applied).
 **Races** (:func:`unordered`, :func:`same_value_store`): two accesses to one element race when
 they come from different threads, at least one writes, and nothing orders them (a barrier of
 their block, a ``syncwarp`` of their warp, a grid-wide barrier of a cooperative launch, the
-kernel boundary). Atomics never conflict with atomics. A plain store of the value the element
-already holds, over another thread's plain store with no read by a third thread in between,
-is benign: every order leaves the same bytes (e.g. all threads storing one final sum).
-Different values, or a read between the two stores, stay races.
+kernel boundary). Atomics never conflict with atomics. A plain store of the bytes the element
+already holds is benign: no order of it and another thread's plain store or read can be told
+apart (e.g. every thread storing one final sum, or storing back the value it read). A store of
+a different value stays a race, and so does a read between two stores (it races the first);
+a store racing an atomic update always races (the atomic's value depends on the order).
 
 **Indeterminate values** (``indeterminate.py``): a load of never-written memory gives an
 indeterminate value, and that is a bug when the value is *used* — stored to shared or global
@@ -58,8 +59,9 @@ def unordered(c, d):
 
 
 def same_value_store(old, new):
-    """A store racing with another thread's store is benign when it writes the bytes that
-    are already there (``old`` and ``new`` as NumPy scalars of the element's dtype)."""
+    """A plain store unordered with another thread's plain store or read is benign when it
+    writes the bytes that are already there (``old``, ``new``: NumPy values of the element's
+    dtype)."""
     return old.tobytes() == new.tobytes()
 
 
