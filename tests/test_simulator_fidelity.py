@@ -224,10 +224,41 @@ def increment(x):
         x[i] += 1
 
 
+def heat_steps(buf_0, buf_1, steps, k):
+    """numba's Laplace documentation example (a forall launch with a grid sync per step)."""
+    i = cuda.grid(1)
+    if i >= len(buf_0):
+        return
+    grid = cuda.cg.this_grid()
+    for step in range(steps):
+        data, next_data = (buf_0, buf_1) if step % 2 == 0 else (buf_1, buf_0)
+        left = data[i - 1] if i > 0 else 0.0
+        right = data[i + 1] if i < len(data) - 1 else 0.0
+        next_data[i] = data[i] + k * (left - 2 * data[i] + right)
+        grid.sync()
+
+
 def test_forall():
     x = np.arange(11)
     increment.forall(x.size)(x)
     np.testing.assert_array_equal(x, np.arange(11) + 1)
+    increment.forall(0)(x)                         # no work: no launch
+    with pytest.raises(ValueError, match="negative task count"):
+        increment.forall(-1)
+
+
+def test_forall_of_a_cooperative_kernel_runs_as_on_a_gpu():
+    """forall picks blocks as the driver does, so the grid barrier orders every step."""
+    data = np.zeros(33)
+    data[16] = 100.0
+    buf_0, buf_1 = cuda.to_device(data), cuda.to_device(np.zeros(33))
+    cuda.jit(heat_steps).forall(33)(buf_0, buf_1, 4, 0.25)
+    expect, nxt = data.copy(), np.zeros(33)
+    for _ in range(4):
+        padded = np.concatenate([[0.0], expect, [0.0]])
+        nxt = expect + 0.25 * (padded[:-2] - 2 * expect + padded[2:])
+        expect = nxt
+    np.testing.assert_allclose(buf_0.copy_to_host(), expect)
 
 
 # ============================================================================= negative indices

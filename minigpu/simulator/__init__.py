@@ -124,6 +124,7 @@ def _patch(cuda, simpkg, kernel_mod, kernelapi, devicearray, args_mod):
     sites.skip_dir(os.path.dirname(kernel_mod.__file__) + os.sep)
     _set(kernel_mod.FakeCUDAKernel, "__call__", launch.launch)
     _set(kernel_mod.FakeCUDAKernel, "overloads", property(launch.overloads))
+    _set(kernel_mod.FakeCUDAKernel, "forall", launch.forall)
     _set(kernelapi.GridGroup, "sync", lambda self: blocks.current().grid_sync())
     from numba.cuda.simulator import api
     stock_jit = api.jit

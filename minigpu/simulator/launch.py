@@ -312,6 +312,19 @@ def overloads(self):
     return Overloads(self)
 
 
+def forall(self, ntasks, tpb=0, stream=0, sharedmem=0):
+    """``FakeCUDAKernel.forall`` as numba-cuda configures it on a GPU: blocks of ``tpb``
+    threads (0: the block size the driver suggests, which for the simulator's model is the
+    largest, 1024), and enough of them for ``ntasks`` (the stock simulator launched ``ntasks``
+    blocks of one thread, so a grid-wide barrier synchronised 1-thread blocks)."""
+    if ntasks < 0:
+        raise ValueError("Can't create ForAll with negative task count: %s" % ntasks)
+    if ntasks == 0:
+        return lambda *args: None
+    tpb = tpb or MAX_THREADS
+    return self[(ntasks + tpb - 1) // tpb, tpb, stream, sharedmem]
+
+
 def _source_facts(fn):
     """(parameters, locally assigned names, [(space, shape node, dtype node, line)]) of a
     kernel's source, or None when the source is not available. Cached per code object."""

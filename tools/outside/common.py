@@ -16,7 +16,7 @@ HERE = Path(__file__).resolve().parent
 RANK = {"failed": 2, "passed": 1, "skipped": 0}
 
 
-def run(label, mode, targets, workers, rootdir, extra_env=None, log=None):
+def run(label, mode, targets, workers, rootdir, extra_env=None, log=None, deselect=()):
     """Run pytest on ``targets`` with minigpu (``mode`` "minigpu") or stock; return (test id ->
     outcome, test id -> seconds, summary line, wall seconds)."""
     fd, results = tempfile.mkstemp(suffix=".jsonl")
@@ -27,7 +27,8 @@ def run(label, mode, targets, workers, rootdir, extra_env=None, log=None):
                **(extra_env or {}))
     cmd = [sys.executable, "-m", "pytest", "-p", "outside_plugin", "-p", "no:cacheprovider",
            "-q", "--timeout=900", "-W", "ignore", "--rootdir", str(rootdir),
-           "-c", os.devnull, *(["-n", str(workers)] if workers > 1 else []), *targets]
+           "-c", os.devnull, *(["-n", str(workers)] if workers > 1 else []),
+           *(f"--deselect={t}" for t in deselect), *targets]
     start = time.perf_counter()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=rootdir)
     wall = time.perf_counter() - start
