@@ -27,7 +27,6 @@ import contextlib
 import functools
 import inspect
 import random
-import textwrap
 import threading
 
 import numpy as np
@@ -334,15 +333,10 @@ def _source_facts(fn):
 
 
 def _read_source(fn):
-    try:
-        lines, start = inspect.getsourcelines(fn)
-        tree = ast.parse(textwrap.dedent("".join(lines)))
-    except (OSError, TypeError, SyntaxError):
-        return None
-    func = next((n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef,
-                                                             ast.AsyncFunctionDef))), None)
+    func = rules.function_ast(fn.__code__)
     if func is None:
         return None
+    start = fn.__code__.co_firstlineno
     params = {a.arg for a in func.args.args + func.args.kwonlyargs}
     consts = rules.constant_names(func)
     assigned = {n.id for n in ast.walk(func) if isinstance(n, ast.Name)

@@ -69,7 +69,7 @@ def same_value_store(old, new):
 
 
 @functools.lru_cache(maxsize=None)
-def _function_ast(code):
+def function_ast(code):
     """The AST of the function a code object comes from (None if its source is missing)."""
     try:
         lines, start = inspect.getsourcelines(code)
@@ -139,12 +139,13 @@ def is_constant(node, variables):
 
 @functools.lru_cache(maxsize=None)
 def variables_of(code):
-    """(function AST or None, names of ``code`` that are variables, not constants)."""
-    func = _function_ast(code)
+    """The local names of ``code`` that are variables (arguments and locals that are not
+    compile-time constants); every local when its source cannot be read."""
+    func = function_ast(code)
     names = set(code.co_varnames) | set(code.co_cellvars)
     if func is None:
-        return None, frozenset(names)
-    return func, frozenset(names - constant_names(func).keys())
+        return frozenset(names)
+    return frozenset(names - constant_names(func).keys())
 
 
 # ----------------------------------------------------------------------------- negative indices
@@ -194,5 +195,4 @@ def negative_index_is_constant(frame, k):
     node = nodes[k] if k < len(nodes) else None
     if node is None:
         return False
-    _, variables = variables_of(frame.f_code)
-    return is_constant(node, variables)
+    return is_constant(node, variables_of(frame.f_code))
