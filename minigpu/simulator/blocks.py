@@ -51,6 +51,7 @@ class _Block:
         # bytes, the race map, and the dynamic shared buffer (poisoned)
         self.shared, self.static_bytes = {}, 0
         self.shared_shadow = {} if memory.config.CHECKS else None
+        self.taint = {}  # shared elements holding a stored indeterminate value (memory.py)
         self.dynshared = memory.poisoned_bytes(dynshared)
         self.lock = threading.Lock()
         self.done = threading.Condition(self.lock)

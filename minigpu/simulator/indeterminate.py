@@ -1,18 +1,19 @@
-"""Indeterminate values: what a load of never-written memory gives a simulated thread.
+"""Indeterminate values: what a simulated thread gets from a load it should not rely on.
 
-initcheck's rule (``rules.py``): reading an uninitialised element is not yet a bug; *using*
-the value is. A load that finds the poison pattern returns an :class:`Indeterminate` that
-remembers where it was read. Arithmetic, comparisons and NumPy ufuncs on it give another
-Indeterminate (the taint propagates, as in MemorySanitizer); a use raises
-``UninitializedReadError`` naming the original read and the use:
+Two loads give one: a load of never-written memory (it holds the poison pattern), and a load
+at a *computed* negative index (Numba wraps it around on a GPU, so it reads some other element;
+``rules.negative_index_is_constant``). Neither is a bug yet; *using* the value is (the rule in
+``rules.py``, MemorySanitizer's). An :class:`Indeterminate` remembers the load. Arithmetic,
+comparisons and NumPy ufuncs on it give another Indeterminate (the taint propagates); a use
+raises the load's error (``UninitializedReadError`` or ``OutOfBoundsError``) naming the load and
+the use:
 
 - a branch or a boolean test (``__bool__``), an index or a loop bound (``__index__``), a
   conversion to a Python number;
-- a store to shared or global memory (``memory.Array.__setitem__``), an atomic, a warp vote or
-  a barrier predicate (checked where they happen).
-
-A store into the thread's own local array writes the poison pattern again, so the element
-stays uninitialised; a value that is never used is never reported.
+- an atomic, a warp vote or a barrier predicate (checked where they happen);
+- memory: a store keeps the taint on the element (``memory.Array``), and it is a use when
+  another thread reads that element, or when a global element still holds it at the end of
+  the kernel (it is kept). A store overwritten before either happens was never observed.
 """
 from __future__ import annotations
 
@@ -21,21 +22,23 @@ from .sites import site
 
 
 class Indeterminate:
-    """An indeterminate value read by a simulated thread (see the module doc)."""
+    """A value a simulated thread must not use (see the module doc)."""
 
-    __slots__ = ("value", "origin")
+    __slots__ = ("value", "origin", "error")
 
-    def __init__(self, value, origin):
-        self.value = value      # the poison bits that were read (printed, never computed on)
-        self.origin = origin    # "kernel 'k': thread ... read <array> at index ... at file:line"
+    def __init__(self, value, origin, error=UninitializedReadError):
+        self.value = value      # the bits that were read (printed, never computed on)
+        self.origin = origin    # "kernel 'k': thread ... read <array> at index ... at f:l, but ..."
+        self.error = error      # the exception class a use raises
 
-    def use(self, how):
-        """Raise: this value is being used ``how`` (e.g. "stored to global array 'out'")."""
-        here = site()
-        at = f" at {here[0][0]}:{here[0][1]}" if here else ""
-        raise UninitializedReadError(
-            f"{self.origin}, but nothing has written that element since it was allocated (it "
-            f"holds the simulator's poison pattern); the value read is then {how}{at}.")
+    def use(self, how, at=None):
+        """Raise: this value is being used ``how`` (e.g. "stored to global array 'out'"),
+        at source position ``at`` (default: the user's code running now)."""
+        if at is None:
+            here = site()
+            at = f"{here[0][0]}:{here[0][1]}" if here else None
+        raise self.error(f"{self.origin}; the value read is then {how}"
+                         f"{f' at {at}' if at else ''}.")
 
     # -- uses -------------------------------------------------------------------------------
 

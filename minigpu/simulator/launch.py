@@ -46,11 +46,12 @@ MAX_GRID = (2 ** 31 - 1, 65535, 65535)
 
 class Launch:
     """One launch: what its threads share (kernel name, global race map, grid size)."""
-    __slots__ = ("name", "shadow", "blocks", "dynshared")
+    __slots__ = ("name", "shadow", "blocks", "dynshared", "taint")
 
     def __init__(self, name, blocks, dynshared):
         self.name, self.blocks, self.dynshared = name, blocks, dynshared
         self.shadow = {} if config.CHECKS else None   # global memory: byte address -> record
+        self.taint = {}  # global elements holding a stored indeterminate value (memory.py)
 
 
 def launch(self, *args):
@@ -87,6 +88,7 @@ def launch(self, *args):
                 for ordinal, point in enumerate(points):
                     run_block(self.fn, name, point, block_dim, ordinal, self._debug, fake_args,
                               state)
+        memory.check_kept(state)
         if observed:
             memory.notify_event("end")
         for wb in retr:

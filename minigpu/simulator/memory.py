@@ -157,11 +157,11 @@ class Array:
 
     __slots__ = ("a", "name", "space", "shadow", "root", "ptr", "shape", "strides", "ndim",
                  "size", "dtype", "itemsize", "n0", "s0", "n1", "s1", "pk", "pu", "pbits", "pval",
-                 "origins")
+                 "taint")
 
     __cuda_ndarray__ = True  # as the stock FakeCUDAArray
 
-    def __init__(self, a, name, space, shadow, root=None):
+    def __init__(self, a, name, space, shadow, root=None, taint=None):
         self.a, self.name, self.space, self.shadow = a, name, space, shadow
         self.ptr = a.__array_interface__["data"][0]
         self.root = self.ptr if root is None else root
@@ -172,8 +172,10 @@ class Array:
         self.n1 = a.shape[1] if a.ndim == 2 else -1  # -1: not 2-D (the 2-D fast path is off)
         self.s1 = a.strides[1] if a.ndim == 2 else 0
         self.pk, self.pu, self.pbits, self.pval = poison_of(a.dtype)
-        self.origins = None  # local memory: address -> where the indeterminate value stored
-        #                      there was first read (``_store_indeterminate``)
+        # address -> (Indeterminate, storing thread's key, store site, array, index, thread
+        # and block ids): elements holding a stored indeterminate value (one dict per launch
+        # for global memory, per block for shared, per array for local; _store_indeterminate)
+        self.taint = taint
 
     # -- the array surface: NumPy's, and the stock simulator's ------------------------------
 
@@ -192,7 +194,7 @@ class Array:
     def _view(self, r):
         """``r`` as a checked proxy when it is an array sharing this array's memory."""
         if isinstance(r, np.ndarray) and r.size and np.may_share_memory(r, self.a):
-            return Array(r, self.name, self.space, self.shadow, self.root)
+            return Array(r, self.name, self.space, self.shadow, self.root, self.taint)
         return r
 
     def __len__(self):
@@ -352,21 +354,26 @@ class Array:
             return i + n
         t = _current()
         here = f"{f.f_code.co_filename}:{f.f_lineno}" if f is not None else "<unknown>"
+        who = (f"kernel '{getattr(getattr(t, 'launch', None), 'name', '?')}': thread "
+               f"{getattr(t, 'tidx', '?')} of block {getattr(t, 'bidx', '?')}")
+        rule = (f"a computed negative index, which Numba wraps around to {i + n}; a negative "
+                f"index is accepted only where the source writes a literal or a constant, as in "
+                f"`a[-1]` (a computed one is almost always a bug)")
         if -n <= i < 0:
-            hint = (f" (a computed negative index: Numba would wrap it around to {i + n}, but a "
-                    f"negative index is accepted only where the source writes a literal or a "
-                    f"constant, as in `a[-1]`; a computed one is almost always a bug)")
+            hint = f" ({rule})"
         elif i < 0:
             hint = " (negative, and beyond the start even when wrapped around)"
         else:
             hint = ""
-        raise OutOfBoundsError(
-            f"kernel '{getattr(getattr(t, 'launch', None), 'name', '?')}': thread "
-            f"{getattr(t, 'tidx', '?')} of block {getattr(t, 'bidx', '?')} indexed "
-            f"{self._describe(idx)} at {here}: out of bounds{hint}.")
+        error = OutOfBoundsError(f"{who} indexed {self._describe(idx)} at {here}: out of "
+                                 f"bounds{hint}.")
+        if -n <= i < 0:  # a load may go on with the wrapped element (_wrapped_load)
+            error.wrapped = (k, i + n)
+            error.load_text = f"{who} read {self._describe(idx)} at {here}: {rule}"
+        raise error
 
     def _wrap(self, r):
-        return Array(r, self.name, self.space, self.shadow, self.root) \
+        return Array(r, self.name, self.space, self.shadow, self.root, self.taint) \
             if isinstance(r, np.ndarray) and r.ndim else r
 
     # -- loads and stores ------------------------------------------------------------------
@@ -378,7 +385,12 @@ class Array:
                 type(idx[1]) is _int and 0 <= idx[0] < self.n0 and 0 <= idx[1] < self.n1:
             addr = self.ptr + idx[0] * self.s0 + idx[1] * self.s1
         else:
-            addr = self._addr(idx)
+            try:
+                addr = self._addr(idx)
+            except OutOfBoundsError as e:
+                if getattr(e, "wrapped", None) is None:
+                    raise
+                return self._wrapped_load(idx, e)
             if addr is None:
                 return self._wrap(self.a[_plain(idx)])
         v = self.a[idx]
@@ -411,8 +423,11 @@ class Array:
             if addr is None:
                 self.a[_plain(idx)] = _plain(value)
                 return
-        if type(value) is Indeterminate:
-            value = self._store_indeterminate(idx, value)
+        if type(value) is Indeterminate:  # judged by the use rule, not by racecheck
+            self.a[idx] = self._store_indeterminate(idx, value, addr)
+            if observers:
+                self._observe(addr, "store")
+            return
         shadow = self.shadow
         if shadow is not None:
             c = _threads[_ident()].clk
@@ -431,15 +446,36 @@ class Array:
         if observers:
             self._observe(addr, "store")
 
-    def _store_indeterminate(self, idx, value):
-        """A store of an indeterminate value: a use in shared or global memory (kept, or read
-        by another thread); in the thread's own local array the element stays poisoned."""
-        if self.space != "local":
+    def _store_indeterminate(self, idx, value, addr):
+        """A store of an indeterminate value: the element holds the poison pattern again and
+        remembers the value (``taint``), so that a read by another thread, or the element
+        still holding it when the kernel ends (global memory), is the use it is. (Such a store
+        is not a write for racecheck: until it is used, no order of it can be observed.)"""
+        if not self.pk:  # a dtype without a recognisable poison: the store is the use
             value.use(f"stored to {self._describe(idx)}")
-        if self.origins is None:
-            self.origins = {}
-        self.origins[self._addr(idx)] = value.origin
-        return self.pval if self.pk else value.value
+        t = _current()
+        f = _getframe(2)
+        self.taint[addr] = (value, t.clk[0], f"{f.f_code.co_filename}:{f.f_lineno}", self, idx,
+                            t.tidx, t.bidx, self.a[idx])
+        return self.pval
+
+    def _wrapped_load(self, idx, error):
+        """A load at a computed negative index: the element Numba's wrap-around reads, as an
+        indeterminate value whose use raises ``error``'s ``OutOfBoundsError``."""
+        k, j = error.wrapped
+        parts = list(idx) if type(idx) is _tuple else [idx]
+        parts[k] = j
+        v = self[_tuple(parts) if type(idx) is _tuple else j]
+        if type(v) is Array:  # a sub-array: nothing to carry the taint, so the load is the use
+            raise error
+        return Indeterminate(v.value if type(v) is Indeterminate else v, error.load_text,
+                             OutOfBoundsError)
+
+    def poisoned(self, v):
+        """True when the loaded value ``v`` holds this dtype's poison pattern."""
+        pk = self.pk
+        return bool(pk and (v == self.pval if pk == 2 else
+                            v != v and v.view(self.pu) == self.pbits))
 
     def atomic(self, idx, update, val=None):
         """``cuda.atomic.*``: old = a[idx]; a[idx] = update(old); return old — as one
@@ -483,7 +519,10 @@ class Array:
         f = _getframe(2)
         rec = (c, f.f_code.co_filename, f.f_lineno)
         w = e[0]
-        if w is not None and w[0][0] is not c[0] and unordered(c, w[0]):
+        if w is not None and w[0][0] is not c[0] and unordered(c, w[0]) and not (
+                e[3] is not None and not w[3] and any(o[0] is c for o in e[3])):
+            # (benign when this thread stored the same value here in this interval: every
+            # store since w wrote w's bytes, so the read sees them in any order)
             self._race(idx, w, "atomic write" if w[3] else "write", rec, "read")
         r1, r2 = e[1], e[2]
         if r1 is None or r1[0][0] is c[0]:
@@ -498,7 +537,8 @@ class Array:
     def _write(self, e, rec, idx, value):
         """Record a write (``value`` None: atomic); raise on a conflict with an unordered
         access of another thread. A plain store of the bytes the element already holds
-        (``rules.same_value_store``) conflicts only with an atomic; it is kept apart (``e[3]``)
+        (``rules.same_value_store``) conflicts only with an atomic; it is kept apart (``e[3]``,
+        a list)
         so that a later store of another value, which it does race, is checked against it."""
         c, atomic = rec[0], rec[3]
         w, same = e[0], e[3]
@@ -510,26 +550,35 @@ class Array:
         if not atomic and self._same_value(idx, value):
             if w is not None and w[3] and conflicts(w):
                 self._race(idx, w, "atomic write", rec, what)
-            e[3] = rec
+            if same is None:
+                e[3] = [rec]
+            else:
+                same.append(rec)
             return
         if conflicts(w) and not (atomic and w[3]):
             self._race(idx, w, "atomic write" if w[3] else "write", rec, what)
-        if conflicts(same):
-            self._race(idx, same, "write", rec, what)
+        for other in same or ():
+            if conflicts(other):
+                self._race(idx, other, "write", rec, what)
         for r in (e[1], e[2]):
             if conflicts(r):
                 self._race(idx, r, "read", rec, what)
         e[0], e[1], e[2], e[3] = rec, None, None, None
 
     def _same_value(self, idx, value):
-        """Would storing ``value`` at ``idx`` leave the element's bytes as they are?"""
+        """Would storing ``value`` at ``idx`` leave the element's bytes as they are? (Over an
+        indeterminate value stored there, the bytes before it: racecheck never saw it.)"""
         old = self.a[idx]
+        if self.taint and self.poisoned(old):
+            stored = self.taint.get(self._addr(idx))
+            if stored is not None:
+                old = stored[7]
         try:
             new = self.dtype.type(value)
         except (TypeError, ValueError, OverflowError):  # let the store itself raise or cast
             new = np.empty((), self.dtype)
             new[()] = value
-        return bool(new == old) and same_value_store(old, new)
+        return bool(new == old or new != new) and same_value_store(old, new)  # NaN: the bits
 
     def _race(self, idx, first, first_kind, second, second_kind):
         c1, c2 = first[0], second[0]
@@ -554,6 +603,14 @@ class Array:
         t = _current()
         f = _getframe(depth - 1)
         here = f"{f.f_code.co_filename}:{f.f_lineno}"
+        stored = self.taint.get(addr) if self.taint else None
+        if stored is not None:  # an indeterminate value a thread stored here
+            value, key, at, _, _, tidx, bidx, _ = stored
+            if key is not t.clk[0] and key != t.clk[0]:
+                value.use(f"stored to {self._describe(idx)} at {at} by thread {tidx} of block "
+                          f"{bidx}, and read there by thread {t.tidx} of block {t.bidx}",
+                          at=here)
+            return value
         if self.shadow is not None and t.block is not None:
             t.block.wait(t, Op("quiesce", 0, None, None, ((f.f_code.co_filename, f.f_lineno,
                                                             f.f_code.co_name),)))
@@ -562,10 +619,10 @@ class Array:
             if w is not None and w[0][0] is not t.clk[0] and unordered(t.clk, w[0]):
                 self._race(idx, w, "atomic write" if w[3] else "write",
                            (t.clk, f.f_code.co_filename, f.f_lineno), "read")
-        origin = self.origins.get(addr) if self.origins else None
-        return Indeterminate(self.a[idx], origin or (
+        return Indeterminate(self.a[idx], (
             f"kernel '{t.launch.name}': thread {t.tidx} of block {t.bidx} read "
-            f"{self._describe(idx)} at {here}"))
+            f"{self._describe(idx)} at {here}, but nothing has written that element since it "
+            f"was allocated (it holds the simulator's poison pattern)"))
 
     def _describe(self, idx):
         kind = {"global": "global array", "shared": "shared array", "local": "local array"}
@@ -707,7 +764,8 @@ def shared_array(self, shape, dtype, alignment=None):
         a = np.frombuffer(block.dynshared.data, dtype=dtype, count=count)
         if not checked:
             return a
-        return Array(a, _name_at(caller, "dynamic shared"), "shared", block.shared_shadow)
+        return Array(a, _name_at(caller, "dynamic shared"), "shared", block.shared_shadow,
+                     taint=block.taint)
     key = (caller.f_code.co_filename, caller.f_lineno)
     with block.lock:
         arr = block.shared.get(key)
@@ -722,7 +780,8 @@ def shared_array(self, shape, dtype, alignment=None):
                     f"a block may use at most {STATIC_SHARED_LIMIT} bytes (48 KiB).")
             arr = a
             if checked:
-                arr = Array(a, _name_at(caller, "shared"), "shared", block.shared_shadow)
+                arr = Array(a, _name_at(caller, "shared"), "shared", block.shared_shadow,
+                            taint=block.taint)
             block.shared[key] = arr
     return arr
 
@@ -740,11 +799,20 @@ def local_array(self, shape, dtype, alignment=None):
     a = fill_poison(np.empty(shape, _dtype(dtype, kernelapi)))
     if not config.CHECKS:
         return a
-    return Array(a, _name_at(_getframe(1), "local"), "local", None)
+    return Array(a, _name_at(_getframe(1), "local"), "local", None, taint={})
 
 
 def global_array(a, name, launch):
     """What a kernel sees for a device-array argument ``a`` (a NumPy array)."""
     if not (config.CHECKS or observers) or a.dtype.fields is not None:
         return a
-    return Array(a, name, "global", launch.shadow)
+    return Array(a, name, "global", launch.shadow, taint=launch.taint)
+
+
+def check_kept(launch):
+    """At the end of a launch: an indeterminate value still held by a global element was
+    kept (``Array._store_indeterminate``): the use that raises its error."""
+    for value, _, at, arr, idx, tidx, bidx, _ in launch.taint.values():
+        if arr.poisoned(arr.a[idx]):
+            value.use(f"stored to {arr._describe(idx)} by thread {tidx} of block {bidx}, and "
+                      f"still there when the kernel ends", at=at)
