@@ -280,6 +280,24 @@ def previous(out, x):
     out[t] = s[t - 1]                                  # computed: thread 0 reads s[-1]
 
 
+@cuda.jit
+def shifted_then_fixed(out, x):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i] = x[i - 1] * 2            # at i = 0 this reads x[-1] (wrapped) ...
+        out[0] = x[0]                    # ... and the value is overwritten before anyone sees it
+
+
+def test_a_computed_negative_load_whose_value_is_never_used_is_fine():
+    """stumpy's gpu_stump: QT_out[i] = QT_in[i - 1] ... at i = 0, then QT_out[0] = QT_first[j]."""
+    x = np.arange(1, 9, dtype=np.float32)
+    out = np.zeros(8, np.float32)
+    shifted_then_fixed[1, 8](out, x)
+    expect = 2 * np.roll(x, 1)
+    expect[0] = x[0]
+    np.testing.assert_array_equal(out, expect)
+
+
 def test_a_negative_literal_or_constant_index_wraps_as_on_a_gpu():
     profile = np.arange(12, dtype=np.float32).reshape(4, 3)
     out = np.zeros(4, np.float32)
@@ -396,7 +414,30 @@ def through_a_local(out):
     out[0] = acc[0]                   # used: stored to global memory
 
 
+@cuda.jit
+def scratch_then_overwrite(out):
+    s = cuda.shared.array(4, float32)
+    t = cuda.threadIdx.x
+    out[t] = s[t]                     # garbage stored ...
+    out[t] = t                        # ... and overwritten by the same thread: never observed
+
+
+@cuda.jit
+def pass_garbage_on(out):
+    s = cuda.shared.array(4, float32)
+    t = cuda.threadIdx.x
+    if t == 0:
+        s[1] = s[0] + 1               # STORE-GARBAGE: thread 0 stores an indeterminate value
+    cuda.syncthreads()
+    if t == 1:
+        v = s[1]                      # READ-BY-OTHER: thread 1 reads it: a use
+        out[0] = 0 * v
+
+
 def test_an_uninitialised_value_that_is_not_used_is_not_reported():
+    out = np.zeros(4, np.float32)
+    scratch_then_overwrite[1, 4](out)
+    np.testing.assert_array_equal(out, np.arange(4))
     out = np.zeros(4, np.float32)
     read_but_discard[1, 4](out)
     np.testing.assert_array_equal(out, np.arange(4))
@@ -410,6 +451,11 @@ def test_an_uninitialised_value_is_reported_when_used(how, use):
     with pytest.raises(UninitializedReadError, match="read shared array 's' at index 0") as e:
         uninit_then[1, 1](np.zeros(4, np.int32), how)
     assert use in str(e.value)
+
+
+def test_an_uninitialised_value_read_by_another_thread_is_reported():
+    with pytest.raises(UninitializedReadError, match="read there by thread \\(1, 0, 0\\)"):
+        pass_garbage_on[1, 4](np.zeros(1, np.float32))
 
 
 def test_the_report_names_the_first_read_even_through_a_local_array():

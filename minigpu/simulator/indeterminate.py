@@ -33,7 +33,7 @@ class Indeterminate:
 
     def use(self, how, at=None):
         """Raise: this value is being used ``how`` (e.g. "stored to global array 'out'"),
-        at source position ``at`` (default: the user's code running now)."""
+        at source position ``at`` (None: the user's code running now; "": none)."""
         if at is None:
             here = site()
             at = f"{here[0][0]}:{here[0][1]}" if here else None

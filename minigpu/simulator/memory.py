@@ -814,5 +814,5 @@ def check_kept(launch):
     kept (``Array._store_indeterminate``): the use that raises its error."""
     for value, _, at, arr, idx, tidx, bidx, _ in launch.taint.values():
         if arr.poisoned(arr.a[idx]):
-            value.use(f"stored to {arr._describe(idx)} by thread {tidx} of block {bidx}, and "
-                      f"still there when the kernel ends", at=at)
+            value.use(f"stored to {arr._describe(idx)} at {at} by thread {tidx} of block "
+                      f"{bidx}, and still there when the kernel ends", at="")

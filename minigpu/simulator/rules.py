@@ -13,26 +13,31 @@ literal, a tuple of constants, another constant name, an attribute of a constant
 Python folds). ``n = 16; cuda.shared.array(n, float32)`` is fine; an argument is not.
 
 **Negative indices** (:func:`negative_index_is_constant`): Numba wraps a negative index around,
-on a GPU as in Python. Written as a literal or a constant (``profile[i, -1]``) it is meant;
-computed (``s[tid - 1]`` at ``tid = 0``) it is almost always a bug. So a negative index wraps
-when the subscript at that position of the source is a constant expression, and is flagged
-when it is computed (the message says which rule applied).
+on a GPU as in Python. Written as a literal or a constant (``profile[i, -1]``) it is meant, and
+wraps. Computed (``s[tid - 1]`` at ``tid = 0``) it is almost always a bug: a store there is
+flagged at once; a load gives the wrapped element as an indeterminate value (below), flagged
+when it is used — stumpy computes ``QT_in[i - 1]`` at ``i = 0`` and overwrites the result
+before anyone sees it, which is correct on a GPU. The message says which rule applied.
 
 **Races** (:func:`unordered`, :func:`same_value_store`): two accesses to one element race when
 they come from different threads, at least one writes, and nothing orders them (a barrier of
 their block, a ``syncwarp`` of their warp, a grid-wide barrier of a cooperative launch, the
 kernel boundary). Atomics never conflict with atomics. A plain store of the bytes the element
 already holds is benign: no order of it and another thread's plain store or read can be told
-apart (e.g. every thread storing one final sum, or storing back the value it read). A store of
-a different value stays a race, and so does a read between two stores (it races the first);
-a store racing an atomic update always races (the atomic's value depends on the order).
+apart (e.g. every thread storing one final sum, or storing back the value it read), and a
+thread reading an element it has itself stored such a value to in this interval reads those
+bytes in any order. A store of a different value stays a race, and so does a read between two
+stores (it races the first); a store racing an atomic update always races (the atomic's value
+depends on the order).
 
-**Indeterminate values** (``indeterminate.py``): a load of never-written memory gives an
-indeterminate value, and that is a bug when the value is *used* — stored to shared or global
-memory (kept, or read by another thread), tested in a branch, used as an index or a loop
-bound, given to an atomic or a warp vote — not when it is merely read into a result that is
-then discarded (MemorySanitizer's rule). Arithmetic on it gives another indeterminate value;
-storing it into the thread's own local array keeps that element uninitialised.
+**Indeterminate values** (``indeterminate.py``): a load of never-written memory, or at a
+computed negative index, gives a value the thread must not rely on, and that is a bug when the
+value is *used* — it reaches memory that is kept (a global element still holding it when the
+kernel ends) or read by another thread, a branch, an index or a loop bound, an atomic, a warp
+vote — not when it is merely read into a result that is discarded or overwritten
+(MemorySanitizer's rule). Arithmetic on it gives another indeterminate value; a store keeps the
+taint on the element (the thread's own later reads get it back), and racecheck does not count
+such a store as a write: until the value is used, no order of it can be observed.
 """
 from __future__ import annotations
 
