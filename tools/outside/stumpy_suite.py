@@ -3,11 +3,12 @@
 stumpy (matrix profiles) runs its GPU tests in CI on Numba's CUDA simulator, with
 ``NUMBA_ENABLE_CUDASIM=1 NUMBA_DISABLE_JIT=1``. This script takes the test files of the
 installed stumpy release from its source distribution (downloaded once with pip into a cache
-folder), runs every ``tests/test_gpu_*.py`` stock and with ``import minigpu`` first (sanitizer
-on), and prints the tests that pass stock and fail with minigpu. It must print ``0 broken``;
-it exits 1 otherwise. It also prints both runs' test time.
+folder), runs every ``tests/test_gpu_*.py`` with ``import minigpu`` first (sanitizer on), then
+stock the tests that failed, and prints the tests that pass stock and fail with minigpu. It
+must print ``0 broken``; it exits 1 otherwise. ``--compare`` runs every test stock as well
+(minutes more) and prints both runs' counts and test time.
 
-    python tools/outside/stumpy_suite.py [-n 2] [--tests DIR] [test_gpu_stump.py ...]
+    python tools/outside/stumpy_suite.py [-n 2] [--compare] [--tests DIR] [test_gpu_stump.py ...]
 
 Needs the ``outside`` extra (stumpy, pandas). ``--tests`` uses an already extracted
 ``tests`` folder of stumpy's sdist instead of downloading it.
@@ -50,6 +51,7 @@ def main():
     p.add_argument("files", nargs="*", help="test files (default: every tests/test_gpu_*.py)")
     p.add_argument("-n", type=int, default=2, help="pytest-xdist workers (default 2)")
     p.add_argument("--tests", help="stumpy's extracted tests folder")
+    p.add_argument("--compare", action="store_true", help="run every test stock too")
     p.add_argument("--cache", default=os.path.join(
         os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "minigpu-outside"))
     args = p.parse_args()
@@ -57,12 +59,17 @@ def main():
     files = args.files or sorted(f.name for f in tdir.glob("test_gpu_*.py"))
     env = {"NUMBA_DISABLE_JIT": "1"}
     print(f"stumpy {version('stumpy')} GPU tests ({len(files)} files): {tdir}")
-    stock, stock_s, _, stock_wall = run("stock", "stock", files, args.n, tdir, env)
-    print(f"  stock simulator      {counts(stock):40s} wall {stock_wall:5.0f} s, "
-          f"test time {sum(stock_s.values()):6.1f} s")
     mg, mg_s, _, mg_wall = run("minigpu", "minigpu", files, args.n, tdir, env)
     print(f"  with import minigpu  {counts(mg):40s} wall {mg_wall:5.0f} s, "
           f"test time {sum(mg_s.values()):6.1f} s")
+    failed = sorted(t for t, o in mg.items() if o == "failed")
+    targets = files if args.compare else failed
+    stock, stock_s = {}, {}
+    if targets:
+        stock, stock_s, _, stock_wall = run("stock", "stock", targets, args.n, tdir, env)
+        what = "" if args.compare else f" (the {len(failed)} failing with minigpu)"
+        print(f"  stock simulator{what} {counts(stock):40s} wall {stock_wall:5.0f} s, "
+              f"test time {sum(stock_s.values()):6.1f} s")
     both = [t for t in stock if stock[t] == "passed" and mg.get(t) == "passed"]
     if both:
         ratio = sum(stock_s[t] for t in both) / max(sum(mg_s[t] for t in both), 1e-9)
