@@ -12,8 +12,9 @@ Exited threads count as arrived, as on Volta and later. Threads waiting at *diff
 ``syncthreads()`` call sites (a barrier in a divergent branch: undefined behaviour on the GPU),
 or a block where every live thread waits and none can go on (a deadlock, e.g. a warp intrinsic
 waiting for a lane that sits at a barrier), raise ``SyncError`` naming the kernel and the
-source lines instead of finishing silently or hanging. ``syncthreads_count/and/or`` and
-``cg.this_grid().sync()`` go through the same barrier.
+source lines instead of finishing silently or hanging. ``syncthreads_count/and/or`` go through the
+same barrier. A cooperative launch (``launch.uses_grid_sync``) runs all its blocks at once
+(:func:`run_grid`); ``cg.this_grid().sync()`` is then a barrier of every block (:class:`_Grid`).
 
 For racecheck each thread carries a logical clock (:meth:`_Worker.tick`): its block's launch
 ordinal, the number of barriers it has passed (``epoch``; every live thread of a block is in

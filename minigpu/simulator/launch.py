@@ -5,20 +5,30 @@ Replaces ``FakeCUDAKernel.__call__``. For a kernel launch ``k[grid, block](*args
 1. **Launch checks** before any thread runs (``LaunchConfigError``): at most 1024 threads per
    block, block dimensions ≤ (1024, 1024, 64), grid dimensions ≤ (2³¹-1, 65535, 65535), and
    — read from the kernel's source — every ``cuda.shared.array``/``cuda.local.array`` shape a
-   compile-time constant (not an argument or a local variable) and the kernel's static shared
+   compile-time constant as Numba resolves one (``rules.constant_names``: a literal, a global,
+   a closure variable, a local assigned once to a constant) and the kernel's static shared
    memory plus the dynamic size ≤ 48 KiB. (Shared arrays of device functions are counted as
-   they are allocated.)
+   they are allocated.) A kernel that synchronises its grid is a cooperative launch
+   (:func:`uses_grid_sync`): its grid must fit on the device at once (:func:`check_cooperative`)
+   and its blocks run at once (``blocks.run_grid``).
 2. **Arguments**: host arrays are copied in and back like the stock simulator does; device
    arrays become :class:`memory.Array` proxies named after their parameter; an object with a
    ``__cuda_array_interface__`` whose pointer is a host address (what a simulated device
    pointer is) becomes a proxy *aliasing* that memory (:func:`from_cai`), so a kernel writes
-   land in it; Python floats become ``numpy.float64`` (division by zero gives inf/nan).
+   land in it; a scalar takes the type the kernel's signature gives it (recorded by
+   :func:`jit_recording_signature`), and without one a Python float becomes
+   ``numpy.float64`` (division by zero gives inf/nan).
 3. **Swaps**: while the kernel (or a device function) runs, every global *and closure
    variable* bound to ``numba.cuda`` is the simulator's ``FakeCUDAModule`` (so kernel
    factories that take ``cuda`` as an argument, as GPU-Puzzles does, work), and every one bound
-   to ``math`` or a ``math`` function is its IEEE version (:mod:`.ieee`).
+   to ``math`` or a ``math`` function is its IEEE version (:mod:`.ieee`); ``round`` is Numba's.
 4. **Block order**: the blocks run one after another in a shuffled order, a fresh permutation
    per launch drawn from ``MINIGPU_SIM_SEED`` (code that assumes block 0 runs first fails).
+5. **The end**: an indeterminate value still held by global memory is reported
+   (``memory.check_kept``).
+
+``forall`` and ``overloads[sig].max_cooperative_grid_blocks`` are configured as numba-cuda
+configures them on a GPU (:func:`forall`, :class:`CooperativeOverload`).
 """
 from __future__ import annotations
 

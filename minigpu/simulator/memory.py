@@ -5,24 +5,31 @@ Inside a simulated kernel every array — a global argument, a ``cuda.shared.arr
 ``__getitem__``/``__setitem__`` (and the ``cuda.atomic.*`` functions) resolve the index to a
 byte address, check it, and only then touch the NumPy array.
 
+Every verdict comes from ``rules.py`` (the rules, in one place); this module applies them.
+
 memcheck
-    Every index must lie in ``[0, shape)`` — negative indices included: NumPy (and Numba on a
-    GPU) wrap them silently, in a kernel that is almost always a bug. ``OutOfBoundsError``.
+    Every index must lie in ``[0, shape)``. A negative one wraps, as Numba wraps it on a GPU,
+    when the source writes a literal or constant there (``rules.negative_index_is_constant``);
+    computed, a store raises ``OutOfBoundsError`` and a load gives the wrapped element as an
+    indeterminate value whose use raises it (:meth:`Array._wrapped_load`).
 initcheck
     Fresh shared memory, local arrays and device memory (``cuda.device_array*``, minigpu's
     allocator) are filled with a poison bit pattern (:func:`fill_poison`): for 2/4/8-byte
     floats a NaN whose payload arithmetic never produces, for integers the same bits. A load
-    that returns exactly that pattern is a read of a never-written element:
-    ``UninitializedReadError``. Host writes need no tracking (they overwrite the pattern).
-    1-byte and bool arrays are poisoned (0xA5 / True) but cannot be checked.
+    that returns exactly that pattern gives an ``Indeterminate`` (``indeterminate.py``); using
+    it raises ``UninitializedReadError``. Storing one puts the poison back and records the
+    value in ``taint`` (per launch for global memory, per block for shared): a read by another
+    thread, or a global element still holding it when the launch ends (:func:`check_kept`), is
+    the use. Host writes need no tracking (they overwrite the pattern). 1-byte and bool arrays
+    are poisoned (0xA5 / True) but cannot be checked.
 racecheck
     Each access is recorded in a shadow map keyed by byte address (so views and aliases of one
-    buffer meet): the last write and up to two recent reads, each with the thread's logical
-    clock (``blocks._Worker.tick``) and source line. Two accesses conflict when they come from
-    different threads, at least one writes, and nothing orders them: same block and same
-    barrier interval (and, for lanes of one warp, no ``syncwarp`` between), or — global memory
-    only — different blocks of one launch. Atomics never conflict with each other. Shared
-    memory has one map per block, global memory one per launch (launches are ordered).
+    buffer meet): the last write, up to two recent reads and the same-value stores since that
+    write, each with the thread's logical clock (``blocks._Worker.tick``) and source line.
+    ``rules.unordered`` decides whether two accesses of different threads can happen in either
+    order; a conflict (at least one writes) is a ``RaceError`` unless it is a store of the
+    bytes already there (``rules.same_value_store``). Atomics never conflict with each other.
+    Shared memory has one map per block, global memory one per launch (launches are ordered).
     Because the verdict uses logical clocks, not the order the OS ran the threads, it does not
     depend on scheduling; a read that finds poison first waits until every other thread of its
     block is blocked or done, so a racing write in the same interval is reported as the race
