@@ -5,10 +5,15 @@ thread. ``import minigpu`` then calls :func:`install`, which patches the install
 in place (any Numba kernel benefits, not only minigpu's):
 
 - :mod:`.warp` — warp intrinsics (``shfl_*_sync``, votes, ``match_*``, ``syncwarp``, ...);
-- :mod:`.blocks` — pooled threads, blocking barriers, synccheck (``SyncError``);
-- :mod:`.memory` — array proxies observing every load/store: memcheck
-  (``OutOfBoundsError``), initcheck (``UninitializedReadError``), racecheck (``RaceError``),
-  poisoned shared/local/device memory, and the observer seam for performance counters;
+- :mod:`.blocks` — pooled threads, blocking barriers, the grid barrier of cooperative launches,
+  synccheck (``SyncError``);
+- :mod:`.memory` — the checked array (a faithful stand-in for the stock simulator's) observing
+  every load/store: memcheck (``OutOfBoundsError``), initcheck (``UninitializedReadError``),
+  racecheck (``RaceError``), poisoned shared/local/device memory, and the observer seam for
+  performance counters;
+- :mod:`.rules` — the sanitizer's rules in one place (happens-before, same-value stores,
+  negative indices, compile-time constants); :mod:`.indeterminate` — the value a load of
+  never-written memory gives, an error when it is used;
 - :mod:`.launch` — launch checks (``LaunchConfigError``), arguments (incl. objects with a
   ``__cuda_array_interface__``), ``numba.cuda``/``math`` swapped in globals *and closures*,
   shuffled seeded block order;
