@@ -53,3 +53,12 @@ def run(label, mode, targets, workers, rootdir, extra_env=None, log=None, desele
 def counts(outcomes):
     c = collections.Counter(outcomes.values())
     return f"{c['passed']} passed, {c['failed']} failed, {c['skipped']} skipped"
+
+
+def listing(title, tests, notes=None):
+    """Print ``title: N`` and the tests, one a line (with ``notes[test]`` under each)."""
+    print(f"{title}: {len(tests)}")
+    for t in tests:
+        print(f"  {t}")
+        if notes:
+            print(f"      {notes[t]}")

@@ -26,7 +26,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from common import counts, run
+from common import counts, listing, run
 
 TRUE_FINDINGS = {
     "cudapy/test_sm_creation.py::TestSharedMemoryCreation::test_global_constants":
@@ -99,20 +99,16 @@ def main():
     found = [t for t in candidates if t in TRUE_FINDINGS]
     stale = sorted(set(TRUE_FINDINGS) - set(found))
 
-    print(f"\ntrue findings (pass stock, fail with minigpu, each a real bug): {len(found)}")
-    for t in found:
-        print(f"  {t}\n      {TRUE_FINDINGS[t]}")
+    print()
+    listing("true findings (pass stock, fail with minigpu, each a real bug)", found,
+            TRUE_FINDINGS)
     for t in stale:
         print(f"  (listed but not failing now: {t})")
     if flaky:
-        print(f"flaky (failed once with minigpu, passed when run again): {len(flaky)}")
-        for t in flaky:
-            print(f"  {t}")
+        listing("flaky (failed once with minigpu, passed when run again)", flaky)
     fixed = sorted(t for t, o in mg.items() if o == "passed" and stock.get(t) == "failed")
     if fixed:
-        print(f"fail stock, pass with minigpu: {len(fixed)}")
-        for t in fixed:
-            print(f"  {t}")
+        listing("fail stock, pass with minigpu", fixed)
 
     if not args.quick:
         env = {"MINIGPU_OUTSIDE_UNSKIP": "1"}
@@ -127,17 +123,13 @@ def main():
               f"({len(TOO_LARGE)} GPU-sized documentation examples left out):")
         print(f"  stock simulator      {counts(st_u):45s} {st_u_wall:6.0f} s")
         print(f"  with import minigpu  {counts(mg_u):45s} {mg_u_wall:6.0f} s")
-        print(f"passing only with minigpu: {len(only)}")
-        for t in only:
-            print(f"  {t}")
+        listing("passing only with minigpu", only)
         both = sorted(t for t, o in mg_u.items() if o == "passed" and st_u.get(t) == "passed")
         if both:
             print(f"passing with either once unskipped: {len(both)}")
         still = sorted(t for t, o in mg_u.items() if o == "failed")
         if still:
-            print(f"failing with minigpu once unskipped (not claimed): {len(still)}")
-            for t in still:
-                print(f"  {t}")
+            listing("failing with minigpu once unskipped (not claimed)", still)
 
     heavy = [t for t in stock if t.split("::")[0] in KERNEL_HEAVY and stock[t] == "passed"
              and mg.get(t) == "passed"]
@@ -146,9 +138,9 @@ def main():
     print(f"\nspeed, kernel-heavy files ({len(heavy)} tests passing in both): stock "
           f"{t_stock:.1f} s, minigpu with checks {t_mg:.1f} s: "
           f"{t_stock / t_mg if t_mg else float('nan'):.2f}x")
-    print(f"\n{len(broken)} broken (pass stock, fail with minigpu, not a listed true finding)")
-    for t in broken:
-        print(f"  BROKEN {t}")
+    print()
+    listing("broken (pass stock, fail with minigpu, not a listed true finding)", broken)
+    print(f"{len(broken)} broken")
     return 1 if broken else 0
 
 

@@ -24,7 +24,7 @@ import tempfile
 from importlib.metadata import version
 from pathlib import Path
 
-from common import counts, run
+from common import counts, listing, run
 
 
 def stumpy_tests(cache):
@@ -75,9 +75,9 @@ def main():
         ratio = sum(stock_s[t] for t in both) / max(sum(mg_s[t] for t in both), 1e-9)
         print(f"  speed (tests passing in both): {ratio:.2f}x stock")
     broken = sorted(t for t, o in mg.items() if o == "failed" and stock.get(t) == "passed")
-    print(f"\n{len(broken)} broken (pass stock, fail with minigpu)")
-    for t in broken:
-        print(f"  BROKEN {t}")
+    print()
+    listing("broken (pass stock, fail with minigpu)", broken)
+    print(f"{len(broken)} broken")
     return 1 if broken else 0
 
 
