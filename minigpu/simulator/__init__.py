@@ -5,10 +5,15 @@ thread. ``import minigpu`` then calls :func:`install`, which patches the install
 in place (any Numba kernel benefits, not only minigpu's):
 
 - :mod:`.warp` — warp intrinsics (``shfl_*_sync``, votes, ``match_*``, ``syncwarp``, ...);
-- :mod:`.blocks` — pooled threads, blocking barriers, synccheck (``SyncError``);
-- :mod:`.memory` — array proxies observing every load/store: memcheck
-  (``OutOfBoundsError``), initcheck (``UninitializedReadError``), racecheck (``RaceError``),
-  poisoned shared/local/device memory, and the observer seam for performance counters;
+- :mod:`.blocks` — pooled threads, blocking barriers, the grid barrier of cooperative launches,
+  synccheck (``SyncError``);
+- :mod:`.memory` — the checked array (a faithful stand-in for the stock simulator's) observing
+  every load/store: memcheck (``OutOfBoundsError``), initcheck (``UninitializedReadError``),
+  racecheck (``RaceError``), poisoned shared/local/device memory, and the observer seam for
+  performance counters;
+- :mod:`.rules` — the sanitizer's rules in one place (happens-before, same-value stores,
+  negative indices, compile-time constants); :mod:`.indeterminate` — the value a load of
+  never-written memory gives, an error when it is used;
 - :mod:`.launch` — launch checks (``LaunchConfigError``), arguments (incl. objects with a
   ``__cuda_array_interface__``), ``numba.cuda``/``math`` swapped in globals *and closures*,
   shuffled seeded block order;
@@ -57,7 +62,8 @@ def _check(kernel_mod, kernelapi, devicearray, args_mod):
     for owner, names in ((kernel_mod, ("FakeCUDAKernel", "_push_kernel_context",
                                        "_get_kernel_context")),
                          (kernelapi, ("FakeCUDAModule", "FakeCUDAShared", "FakeCUDALocal",
-                                      "FakeCUDAAtomic", "Dim3", "types", "numpy_support")),
+                                      "FakeCUDAAtomic", "Dim3", "types", "numpy_support",
+                                      "GridGroup")),
                          (devicearray, ("FakeCUDAArray", "FakeWithinKernelCUDAArray",
                                         "device_array")),
                          (args_mod, ("InOut", "ArgHint"))):
@@ -122,6 +128,15 @@ def _patch(cuda, simpkg, kernel_mod, kernelapi, devicearray, args_mod):
     launch._cuda = cuda
     sites.skip_dir(os.path.dirname(kernel_mod.__file__) + os.sep)
     _set(kernel_mod.FakeCUDAKernel, "__call__", launch.launch)
+    _set(kernel_mod.FakeCUDAKernel, "overloads", property(launch.overloads))
+    _set(kernel_mod.FakeCUDAKernel, "forall", launch.forall)
+    _set(kernelapi.GridGroup, "sync", lambda self: blocks.current().grid_sync())
+    from numba.cuda.simulator import api
+    stock_jit = api.jit
+    jit = launch.jit_recording_signature(stock_jit)
+    for owner in (api, simpkg, cuda):
+        if getattr(owner, "jit", None) is stock_jit:
+            _set(owner, "jit", jit)
     _set(kernelapi.FakeCUDAShared, "array", memory.shared_array)
     _set(kernelapi.FakeCUDALocal, "array", memory.local_array)
     for name, fn in vars(memory.Atomics).items():

@@ -12,8 +12,9 @@ Exited threads count as arrived, as on Volta and later. Threads waiting at *diff
 ``syncthreads()`` call sites (a barrier in a divergent branch: undefined behaviour on the GPU),
 or a block where every live thread waits and none can go on (a deadlock, e.g. a warp intrinsic
 waiting for a lane that sits at a barrier), raise ``SyncError`` naming the kernel and the
-source lines instead of finishing silently or hanging. ``syncthreads_count/and/or`` and
-``cg.this_grid().sync()`` go through the same barrier.
+source lines instead of finishing silently or hanging. ``syncthreads_count/and/or`` go through the
+same barrier. A cooperative launch (``launch.uses_grid_sync``) runs all its blocks at once
+(:func:`run_grid`); ``cg.this_grid().sync()`` is then a barrier of every block (:class:`_Grid`).
 
 For racecheck each thread carries a logical clock (:meth:`_Worker.tick`): its block's launch
 ordinal, the number of barriers it has passed (``epoch``; every live thread of a block is in
@@ -29,6 +30,7 @@ import numpy as np
 
 from . import memory
 from .errors import SimulatorError, SyncError
+from .indeterminate import Indeterminate
 from .sites import BARRIERS, FULL_MASK, Op, ranges, site, where
 from .warp import warp_results
 
@@ -43,8 +45,15 @@ class _Block:
     """Sync state of one running block. Every field is guarded by ``lock``. A waiting thread
     sleeps on its own ``wake`` lock, so a wake-up reaches only the threads it frees."""
 
-    def __init__(self, kernel, block_idx, threads):
+    def __init__(self, kernel, block_idx, threads, dynshared=0, grid=None):
         self.kernel, self.block_idx = kernel, tuple(block_idx)
+        self.grid = grid  # the _Grid of a cooperative launch, else None
+        # this block's shared memory (memory.shared_array): arrays by source line, their
+        # bytes, the race map, and the dynamic shared buffer (poisoned)
+        self.shared, self.static_bytes = {}, 0
+        self.shared_shadow = {} if memory.config.CHECKS else None
+        self.taint = {}  # shared elements holding a stored indeterminate value (memory.py)
+        self.dynshared = memory.poisoned_bytes(dynshared)
         self.lock = threading.Lock()
         self.done = threading.Condition(self.lock)
         self.threads = threads
@@ -57,6 +66,8 @@ class _Block:
         self.pending = [{} for _ in range(nwarps)]  # lane -> thread waiting in a warp intrinsic
         self.error = None  # a SyncError, or the _Worker whose kernel code raised
         self.woken = []  # released by _release, to be woken by _chain
+        self.at_grid = False  # every live thread waits at the grid barrier (cooperative)
+        self.grid_done = False  # ... and this block's arrival completed it: release the grid
 
     # -- called by the threads -------------------------------------------------------------
 
@@ -77,8 +88,11 @@ class _Block:
                 if op.kind != "activemask":  # completed by _progress
                     self._try_group(t)
             self._progress(t.warp)
-            head, sleep = self._chain(), t.op is not None and self.error is None
+            done, self.grid_done = self.grid_done, False
+            head, sleep = self._chain(), t.op is not None and self.error is None and not done
         _wake(head)
+        if done:  # this thread completed the grid barrier: it wakes every block
+            self.grid.release(t)
         if sleep:
             t.wake.acquire()  # sleeps until _wake or _fail unlocks it
             nxt, t.next = t.next, None
@@ -101,11 +115,16 @@ class _Block:
                 self._progress(t.warp)
             if self.live == 0 or self.error is not None:
                 self.done.notify()
+            if self.live == 0 and self.grid is not None:
+                self.grid_done |= self.grid.leave(self.at_grid)
+            done, self.grid_done = self.grid_done, False
             head = self._chain()
             t.target = None  # drop the kernel's arguments
             with _idle_lock:
                 _idle.append(t)
         _wake(head)
+        if done:
+            self.grid.release(None)
 
     # -- under the lock --------------------------------------------------------------------
 
@@ -130,6 +149,8 @@ class _Block:
     def _fail(self, error):
         if self.error is None:
             self.error = error
+            if self.grid is not None:
+                self.grid.fail(error)
             for t in self.threads:
                 if t.op is not None and t is not threading.current_thread():
                     t.wake.release()
@@ -148,7 +169,7 @@ class _Block:
                 for u in group:
                     del self.pending[warp][u.lane]
                     self._release(u, mask)
-        if self.error is None and self.live and self.blocked == self.live:
+        if self.error is None and self.live and self.blocked == self.live and not self.at_grid:
             if self.quiescing:  # everyone else is blocked or done: let them go on
                 for u in self.quiescing:
                     self._release(u, None)
@@ -171,8 +192,14 @@ class _Block:
                 "undefined behaviour on the GPU (it hangs or silently mis-synchronises): every "
                 "thread of the block that has not exited must reach the same syncthreads()."))
             return
-        kind, preds = self.barrier[0].op.kind, [bool(t.op.value) for t in self.barrier]
-        result = {"syncthreads": None, "syncthreads_count": sum(preds),
+        kind = self.barrier[0].op.kind
+        if kind == "grid_sync" and self.grid is not None:
+            if not self.at_grid:  # the block has arrived: wait for the others (grid.release)
+                self.at_grid = True
+                self.grid_done |= self.grid.arrive()
+            return
+        preds = [bool(t.op.value) for t in self.barrier]
+        result = {"syncthreads": None, "grid_sync": None, "syncthreads_count": sum(preds),
                   "syncthreads_and": int(all(preds)), "syncthreads_or": int(any(preds))}[kind]
         waiting, self.barrier = self.barrier, []
         for t in waiting:
@@ -258,13 +285,14 @@ class _Worker(threading.Thread):
         self.op = self.result = self.exception = self.next = None  # next: see _Block._chain
         self.exited = False
         self.ordinal, self.gtid = ordinal, (ordinal, tid)
-        self.epoch = self.wepoch = 0
+        self.epoch = self.wepoch = self.gepoch = 0
         self.tick()
 
     def tick(self):
-        """Rebuild the racecheck clock after a barrier or syncwarp (see the module doc)."""
+        """Rebuild the racecheck clock after a barrier, syncwarp or grid sync (the layout
+        ``rules.unordered`` reads)."""
         self.clk = (self.gtid, self.ordinal, self.epoch, self.wepoch, self.warp, self.tidx,
-                    self.bidx)
+                    self.bidx, self.gepoch)
 
     def run(self):
         while True:
@@ -284,6 +312,8 @@ class _Worker(threading.Thread):
                 self.block.exit(self)  # also puts this worker back in _idle
 
     def _barrier(self, kind, value=None):
+        if type(value) is Indeterminate:
+            value.use(f"given to {kind}() as its predicate")
         return self.block.wait(self, Op(kind, FULL_MASK, value, None, site()))
 
     def syncthreads(self):
@@ -298,14 +328,91 @@ class _Worker(threading.Thread):
     def syncthreads_or(self, value):
         return self._barrier("syncthreads_or", value)
 
+    def grid_sync(self):
+        """``cg.this_grid().sync()``: a barrier of every thread of a cooperative launch."""
+        if self.block.grid is None and self.launch.blocks > 1:
+            raise SyncError(
+                f"kernel '{self.block.kernel}': cg.this_grid().sync() in a launch of "
+                f"{self.launch.blocks} blocks that the simulator did not recognise as "
+                f"cooperative (it looks for `this_grid` in the kernel's code and the device "
+                f"functions it calls) at {where(site())}")
+        self._barrier("grid_sync")
+
+
+class _Grid:
+    """The grid-wide barrier of a cooperative launch, whose blocks all run at once. A block
+    arrives when every live thread of it waits at ``grid_sync``; when every block that has
+    not finished has arrived, :meth:`release` frees them all as one wake-up chain. Locks are
+    taken block, then grid (never a block's lock while holding the grid's)."""
+
+    def __init__(self, blocks):
+        self.lock = threading.Lock()
+        self.changed = threading.Condition(self.lock)
+        self.blocks = []            # filled by run_grid
+        self.live = blocks          # blocks with a live thread
+        self.arrived = 0            # of them, blocks waiting at the barrier
+        self.error = None           # the first block's error (run_grid raises it)
+
+    def arrive(self):
+        with self.lock:
+            self.arrived += 1
+            return self._complete()
+
+    def leave(self, arrived):
+        with self.lock:
+            self.live -= 1
+            self.arrived -= arrived
+            self.changed.notify()
+            return self._complete()
+
+    def _complete(self):
+        if self.arrived and self.arrived == self.live:
+            self.arrived = 0
+            return True
+        return False
+
+    def fail(self, error):
+        with self.lock:
+            if self.error is None:
+                self.error = error
+            self.changed.notify()
+
+    def release(self, me):
+        """Free every thread waiting at the grid barrier (``me``, the caller, is awake)."""
+        woken = []
+        for b in self.blocks:
+            with b.lock:
+                if b.at_grid and b.error is None:
+                    b.at_grid = False
+                    waiting, b.barrier = b.barrier, []
+                    for t in waiting:
+                        t.epoch += 1
+                        t.gepoch += 1
+                        t.tick()
+                        b._release(t, None)
+                    if memory.observers:
+                        memory.notify_event("barrier")
+                woken += [t for t in b.woken if t is not me]
+                b.woken = []
+        for a, b in zip(woken, woken[1:] + [None]):
+            a.next = b
+        _wake(woken[0] if woken else None)
+
+
+def current():
+    """The simulated thread running this code (``RuntimeError`` outside a kernel)."""
+    t = threading.current_thread()
+    if getattr(t, "block", None) is None:
+        raise RuntimeError("called outside a running simulated kernel")
+    return t
+
 
 _idle = []  # workers waiting for a block; guarded by _idle_lock
 _idle_lock = threading.Lock()
 
 
-def run_block(fn, name, grid_point, block_dim, ordinal, debug, args, launch):
-    """Run block ``grid_point`` of a launch (its ``ordinal``-th) on pooled workers and sleep
-    until it is done; re-raise the first error of its threads."""
+def start_block(fn, name, grid_point, block_dim, ordinal, debug, args, launch, grid=None):
+    """Start block ``grid_point`` of a launch (its ``ordinal``-th) on pooled workers."""
     bx, by, _ = block_dim
     points = sorted(np.ndindex(*block_dim), key=lambda p: p[0] + bx * (p[1] + by * p[2]))
     with _idle_lock:
@@ -315,11 +422,16 @@ def run_block(fn, name, grid_point, block_dim, ordinal, debug, args, launch):
     def target():
         fn(*args)
 
-    block = _Block(name, grid_point, workers)
+    block = _Block(name, grid_point, workers, launch.dynshared, grid)
     for tid, (w, p) in enumerate(zip(workers, points)):
         w.assign(block, target, debug, grid_point, p, tid, ordinal, launch)
     for w in workers:
         w.job.release()
+    return block
+
+
+def finish_block(block):
+    """Sleep until ``block`` is done; return its first error (None if it ran through)."""
     with block.lock:
         while block.live and block.error is None:
             block.done.wait()
@@ -328,8 +440,38 @@ def run_block(fn, name, grid_point, block_dim, ordinal, debug, args, launch):
             deadline = time.monotonic() + 0.5
             while block.live and time.monotonic() < deadline:
                 block.done.wait(0.05)
-    if error is None:
-        return
+    return error
+
+
+def _raise(error):
     if isinstance(error, SyncError):
         raise error
     raise error.exception[0].with_traceback(error.exception[1])
+
+
+def run_block(fn, name, grid_point, block_dim, ordinal, debug, args, launch):
+    """Run one block and sleep until it is done; re-raise the first error of its threads."""
+    error = finish_block(start_block(fn, name, grid_point, block_dim, ordinal, debug, args,
+                                     launch))
+    if error is not None:
+        _raise(error)
+
+
+def run_grid(fn, name, grid_points, block_dim, debug, args, launch):
+    """Run every block of a cooperative launch at once (``cg.this_grid().sync()`` waits for
+    all of them); re-raise the first error."""
+    grid = _Grid(len(grid_points))
+    grid.blocks = [start_block(fn, name, p, block_dim, i, debug, args, launch, grid)
+                   for i, p in enumerate(grid_points)]
+    with grid.lock:
+        while grid.live and grid.error is None:
+            grid.changed.wait()
+        error = grid.error
+    if error is not None:  # stop the other blocks (their threads may wait at the barrier)
+        for b in grid.blocks:
+            with b.lock:
+                b._fail(error)
+    for b in grid.blocks:
+        finish_block(b)
+    if error is not None:
+        _raise(error)

@@ -16,10 +16,13 @@ global (and closure variable) bound to the ``math`` module, or to one of its fun
 ``floorf``/``floor``: ``floor(inf)`` is inf), not Python's int; predicates and integer functions
 are Python's own.
 """
+import builtins
 import math
 import types
 
 import numpy as np
+
+from .indeterminate import Indeterminate
 
 _F32, _F64 = np.float32, np.float64
 _ERRORS = (ValueError, OverflowError, ZeroDivisionError)
@@ -54,6 +57,8 @@ def _unary(name, ufunc):
     f = getattr(math, name)
 
     def g(x):
+        if type(x) is Indeterminate:
+            return x
         try:
             r = f(x)
         except _ERRORS:
@@ -70,6 +75,8 @@ def _rounding(name, ufunc):
     """floor/ceil/trunc as the GPU computes them: a float of the argument's type, -0.0 and
     inf/nan kept (NumPy's ufunc is exact; Python's goes through an int)."""
     def g(x):
+        if type(x) is Indeterminate:
+            return x
         return ufunc(x) if type(x) is _F32 else ufunc(_F64(x))
 
     g.__name__ = g.__qualname__ = name
@@ -81,6 +88,8 @@ def _binary(name, ufunc):
     f = getattr(math, name)
 
     def g(x, y):
+        if type(x) is Indeterminate or type(y) is Indeterminate:
+            return x if type(x) is Indeterminate else y
         try:
             r = f(x, y)
         except _ERRORS:
@@ -95,6 +104,8 @@ def _binary(name, ufunc):
 
 def _log(x, base=None):
     """math.log (natural, or to ``base``) with IEEE results and Numba's result type."""
+    if type(x) is Indeterminate or type(base) is Indeterminate:
+        return x if type(x) is Indeterminate else base
     with np.errstate(all="ignore"):
         if base is None:
             try:
@@ -116,6 +127,37 @@ for _name, _uf in _ROUNDING.items():
 for _name, _uf in _BINARY.items():
     setattr(MATH, _name, _binary(_name, _uf))
 MATH.log = _log
+
+def _round(number, ndigits=None):
+    """``round`` as Numba compiles it for a float and a number of digits: CPython's fallback
+    algorithm (``numba/cuda/cudaimpl.py`` ``round_to_impl``) in float64, the result in the
+    argument's type (float32 stays float32). Everything else is Python's ``round``."""
+    if ndigits is None or not isinstance(number, (float, np.floating)) or isinstance(
+            ndigits, Indeterminate):
+        return builtins.round(number, ndigits) if ndigits is not None else builtins.round(number)
+    kind = type(number) if isinstance(number, np.floating) else _F64
+    x, ndigits = _F64(number), int(ndigits)
+    if math.isinf(x) or math.isnan(x):
+        return kind(x)
+    with np.errstate(all="ignore"):
+        if ndigits >= 0:
+            pow1, pow2 = (_F64(10.0) ** (ndigits - 22), _F64(1e22)) if ndigits > 22 else (
+                _F64(10.0) ** ndigits, _F64(1.0))
+            y = (x * pow1) * pow2
+            if math.isinf(y):
+                return kind(x)
+        else:
+            pow1 = _F64(10.0) ** -ndigits
+            y = x / pow1
+        z = _F64(np.rint(y))
+        if math.fabs(y - z) == 0.5:  # halfway between two integers: round half to even
+            z = _F64(2.0) * np.rint(y / _F64(2.0))
+        z = (z / pow2) / pow1 if ndigits >= 0 else z * pow1
+    return kind(z)
+
+
+BUILTINS = {"round": _round}
+"""Builtins a simulated kernel sees as Numba types them (swapped in while it runs)."""
 
 SWAPS = {id(math): MATH}
 """id(original) -> replacement, for the launcher's swap of globals and closure cells."""

@@ -5,20 +5,30 @@ Replaces ``FakeCUDAKernel.__call__``. For a kernel launch ``k[grid, block](*args
 1. **Launch checks** before any thread runs (``LaunchConfigError``): at most 1024 threads per
    block, block dimensions ≤ (1024, 1024, 64), grid dimensions ≤ (2³¹-1, 65535, 65535), and
    — read from the kernel's source — every ``cuda.shared.array``/``cuda.local.array`` shape a
-   compile-time constant (not an argument or a local variable) and the kernel's static shared
+   compile-time constant as Numba resolves one (``rules.constant_names``: a literal, a global,
+   a closure variable, a local assigned once to a constant) and the kernel's static shared
    memory plus the dynamic size ≤ 48 KiB. (Shared arrays of device functions are counted as
-   they are allocated.)
+   they are allocated.) A kernel that synchronises its grid is a cooperative launch
+   (:func:`uses_grid_sync`): its grid must fit on the device at once (:func:`check_cooperative`)
+   and its blocks run at once (``blocks.run_grid``).
 2. **Arguments**: host arrays are copied in and back like the stock simulator does; device
    arrays become :class:`memory.Array` proxies named after their parameter; an object with a
    ``__cuda_array_interface__`` whose pointer is a host address (what a simulated device
    pointer is) becomes a proxy *aliasing* that memory (:func:`from_cai`), so a kernel writes
-   land in it; Python floats become ``numpy.float64`` (division by zero gives inf/nan).
+   land in it; a scalar takes the type the kernel's signature gives it (recorded by
+   :func:`jit_recording_signature`), and without one a Python float becomes
+   ``numpy.float64`` (division by zero gives inf/nan).
 3. **Swaps**: while the kernel (or a device function) runs, every global *and closure
    variable* bound to ``numba.cuda`` is the simulator's ``FakeCUDAModule`` (so kernel
    factories that take ``cuda`` as an argument, as GPU-Puzzles does, work), and every one bound
-   to ``math`` or a ``math`` function is its IEEE version (:mod:`.ieee`).
+   to ``math`` or a ``math`` function is its IEEE version (:mod:`.ieee`); ``round`` is Numba's.
 4. **Block order**: the blocks run one after another in a shuffled order, a fresh permutation
    per launch drawn from ``MINIGPU_SIM_SEED`` (code that assumes block 0 runs first fails).
+5. **The end**: an indeterminate value still held by global memory is reported
+   (``memory.check_kept``).
+
+``forall`` and ``overloads[sig].max_cooperative_grid_blocks`` are configured as numba-cuda
+configures them on a GPU (:func:`forall`, :class:`CooperativeOverload`).
 """
 from __future__ import annotations
 
@@ -27,13 +37,12 @@ import contextlib
 import functools
 import inspect
 import random
-import textwrap
 import threading
 
 import numpy as np
 
-from . import config, ieee, memory
-from .blocks import run_block
+from . import config, ieee, memory, rules
+from .blocks import run_block, run_grid
 from .errors import LaunchConfigError
 
 _sim = None  # (kernel module, kernelapi, devicearray, args module), set by install()
@@ -46,13 +55,13 @@ MAX_GRID = (2 ** 31 - 1, 65535, 65535)
 
 
 class Launch:
-    """One launch: what its threads share (kernel name, race maps)."""
-    __slots__ = ("name", "shadow", "shared_shadow")
+    """One launch: what its threads share (kernel name, global race map, grid size)."""
+    __slots__ = ("name", "shadow", "blocks", "dynshared", "taint")
 
-    def __init__(self, name):
-        self.name = name
+    def __init__(self, name, blocks, dynshared):
+        self.name, self.blocks, self.dynshared = name, blocks, dynshared
         self.shadow = {} if config.CHECKS else None   # global memory: byte address -> record
-        self.shared_shadow = None                     # shared memory of the running block
+        self.taint = {}  # global elements holding a stored indeterminate value (memory.py)
 
 
 def launch(self, *args):
@@ -64,31 +73,53 @@ def launch(self, *args):
     from numba.cuda.errors import normalize_kernel_dimensions
     grid_dim, block_dim = normalize_kernel_dimensions(self.grid_dim, self.block_dim)
     name = getattr(self.fn, "__qualname__", getattr(self.fn, "__name__", "?"))
-    check_launch(self.fn, name, grid_dim, block_dim, self.dynshared_size)
+    static = check_launch(self.fn, name, grid_dim, block_dim, self.dynshared_size)
+    cooperative = uses_grid_sync(self.fn)
+    if cooperative:
+        check_cooperative(name, grid_dim, block_dim, static + self.dynshared_size)
     fake = kernelapi.FakeCUDAModule(grid_dim, block_dim, self.dynshared_size)
-    state = Launch(name)
+    points = list(np.ndindex(*grid_dim))
+    state = Launch(name, len(points), self.dynshared_size)
     with kernel_mod._push_kernel_context(fake):
         retr = []
         params = _params(self.fn)
-        fake_args = [_arg(self, a, params[i] if i < len(params) else f"arg{i}", retr, state)
+        types = getattr(self, "_minigpu_argtypes", None) or ()
+        fake_args = [_arg(self, a, params[i] if i < len(params) else f"arg{i}", retr, state,
+                          types[i] if i < len(types) else None)
                      for i, a in enumerate(args)]
         observed = bool(memory.observers)
         if observed:
             memory.notify_event("launch", name, grid_dim, block_dim)
         with swapped(self.fn, fake):
-            points = list(np.ndindex(*grid_dim))
             _rng.shuffle(points)
-            for ordinal, point in enumerate(points):
-                memory.reset_shared(fake._shared, state)
-                run_block(self.fn, name, point, block_dim, ordinal, self._debug, fake_args,
-                          state)
+            if cooperative:
+                run_grid(self.fn, name, points, block_dim, self._debug, fake_args, state)
+            else:
+                for ordinal, point in enumerate(points):
+                    run_block(self.fn, name, point, block_dim, ordinal, self._debug, fake_args,
+                              state)
+        memory.check_kept(state)
         if observed:
             memory.notify_event("end")
         for wb in retr:
             wb()
 
 
-def _arg(kernel, arg, name, retr, state):
+def _scalar(arg, numba_type):
+    """A scalar argument as the kernel receives it: converted to the type its signature
+    gives (a Python float to ``numpy.float32`` for a float32 parameter, as Numba converts
+    it), a Python float without a signature to ``numpy.float64`` (what Numba infers)."""
+    if numba_type is not None and isinstance(arg, (float, int, complex, np.number)) \
+            and not isinstance(arg, bool):
+        from numba.cuda import types
+        if isinstance(numba_type, (types.Float, types.Complex)):
+            return np.dtype(str(numba_type)).type(arg)
+    if type(arg) is float:
+        return np.float64(arg)
+    return arg
+
+
+def _arg(kernel, arg, name, retr, state, numba_type=None):
     _, kernelapi, devicearray, args_mod = _sim
     _, arg = functools.reduce(
         lambda ty_val, ext: ext.prepare_args(*ty_val, stream=0, retr=retr),
@@ -99,8 +130,8 @@ def _arg(kernel, arg, name, retr, state):
         ret = arg.to_device(retr)
     elif isinstance(arg, np.void):
         ret = devicearray.FakeCUDAArray(arg)
-    elif type(arg) is float:
-        return np.float64(arg)
+    elif isinstance(arg, (float, int, complex, np.number)):
+        return _scalar(arg, numba_type)
     elif not isinstance(arg, (devicearray.FakeCUDAArray, np.ndarray)) and hasattr(
             arg, "__cuda_array_interface__"):
         ret = devicearray.FakeCUDAArray(from_cai(arg))
@@ -179,6 +210,130 @@ def check_launch(fn, name, grid_dim, block_dim, dynshared):
         raise LaunchConfigError(
             f"kernel '{name}': {static} bytes of static shared memory + {dynshared} dynamic "
             f"per block; a block may use at most {memory.STATIC_SHARED_LIMIT} bytes (48 KiB).")
+    return static
+
+
+# A cooperative launch (a kernel that calls cg.this_grid().sync()) needs every block resident
+# at once. The device modelled is an H200 (sm_90): 132 multiprocessors, each holding at most
+# 32 blocks, 64 warps and 228 KiB of shared memory (1 KiB of it reserved per block).
+SMS, BLOCKS_PER_SM, WARPS_PER_SM, SHARED_PER_SM = 132, 32, 64, 228 * 1024
+SIM_COOPERATIVE_THREADS = 4096  # the simulator runs them all at once, one OS thread each
+
+
+def max_cooperative_blocks(block_dim, shared=0):
+    """The largest grid of a cooperative launch with blocks of ``block_dim`` threads using
+    ``shared`` bytes of shared memory: what is resident at once on the device modelled, and
+    at most what the simulator can run at once."""
+    dims = tuple(block_dim) if isinstance(block_dim, (tuple, list)) else (block_dim,)
+    threads = int(np.prod(dims))
+    warps = -(-threads // 32)
+    per_sm = min(BLOCKS_PER_SM, WARPS_PER_SM // warps, SHARED_PER_SM // (shared + 1024))
+    return max(0, min(SMS * per_sm, SIM_COOPERATIVE_THREADS // threads))
+
+
+def check_cooperative(name, grid_dim, block_dim, shared):
+    blocks = grid_dim[0] * grid_dim[1] * grid_dim[2]
+    threads = block_dim[0] * block_dim[1] * block_dim[2]
+    warps = -(-threads // 32)
+    per_sm = min(BLOCKS_PER_SM, WARPS_PER_SM // warps, SHARED_PER_SM // (shared + 1024))
+    if blocks > SMS * per_sm:
+        raise LaunchConfigError(
+            f"kernel '{name}' synchronises its whole grid (cg.this_grid().sync()), so it is a "
+            f"cooperative launch and every block must be resident at once: grid "
+            f"{tuple(grid_dim)} has {blocks} blocks of {threads} threads, but an H200 holds "
+            f"at most {SMS} x {per_sm} = {SMS * per_sm} such blocks at once (CUDA refuses the "
+            f"launch: cudaErrorCooperativeLaunchTooLarge). Use "
+            f"kernel.overloads[sig].max_cooperative_grid_blocks(blockdim), or a grid-stride loop.")
+    if blocks * threads > SIM_COOPERATIVE_THREADS:
+        raise LaunchConfigError(
+            f"kernel '{name}' synchronises its whole grid (cg.this_grid().sync()): the "
+            f"simulator runs every thread of a cooperative launch at once and supports at most "
+            f"{SIM_COOPERATIVE_THREADS} threads; grid {tuple(grid_dim)} x block "
+            f"{tuple(block_dim)} has {blocks * threads} (a GPU would accept it). Launch fewer "
+            f"blocks with a grid-stride loop to simulate it.")
+
+
+def uses_grid_sync(fn):
+    """True when ``fn`` or a device function it calls refers to ``this_grid`` (Numba links a
+    kernel that synchronises its grid as cooperative, and launches it so)."""
+    return _grid_sync(fn.__code__, fn.__globals__, fn.__closure__, set())
+
+
+def _grid_sync(code, globs, closure, seen):
+    if code in seen:
+        return False
+    seen.add(code)
+    if code in _COOPERATIVE:
+        return _COOPERATIVE[code]
+    found = False
+    names = set(code.co_names)
+    codes = [c for c in code.co_consts if inspect.iscode(c)]
+    if "this_grid" in names:
+        found = True
+    values = [globs.get(n) for n in names]
+    if closure:
+        values += [_cell(c) for c in closure]
+    kernel_cls = _sim[0].FakeCUDAKernel
+    for v in values:
+        if found:
+            break
+        if isinstance(v, kernel_cls) and hasattr(v.fn, "__code__"):
+            found = _grid_sync(v.fn.__code__, v.fn.__globals__, v.fn.__closure__, seen)
+    for c in codes:
+        if found:
+            break
+        found = _grid_sync(c, globs, None, seen)
+    _COOPERATIVE[code] = found
+    return found
+
+
+def _cell(cell):
+    try:
+        return cell.cell_contents
+    except ValueError:
+        return None
+
+
+_COOPERATIVE = {}
+
+
+class CooperativeOverload:
+    """What ``kernel.overloads[sig]`` gives in the simulator: ``max_cooperative_grid_blocks``
+    from the model of :func:`max_cooperative_blocks`."""
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+
+    def max_cooperative_grid_blocks(self, blockdim):
+        static, _ = _static_shared(self.kernel.fn)
+        return max_cooperative_blocks(blockdim, static)
+
+
+class Overloads(dict):
+    def __init__(self, kernel):
+        super().__init__()
+        self.kernel = kernel
+
+    def __getitem__(self, key):
+        return CooperativeOverload(self.kernel)
+
+
+def overloads(self):
+    """``FakeCUDAKernel.overloads``."""
+    return Overloads(self)
+
+
+def forall(self, ntasks, tpb=0, stream=0, sharedmem=0):
+    """``FakeCUDAKernel.forall`` as numba-cuda configures it on a GPU: blocks of ``tpb``
+    threads (0: the block size the driver suggests, which for the simulator's model is the
+    largest, 1024), and enough of them for ``ntasks`` (the stock simulator launched ``ntasks``
+    blocks of one thread, so a grid-wide barrier synchronised 1-thread blocks)."""
+    if ntasks < 0:
+        raise ValueError("Can't create ForAll with negative task count: %s" % ntasks)
+    if ntasks == 0:
+        return lambda *args: None
+    tpb = tpb or MAX_THREADS
+    return self[(ntasks + tpb - 1) // tpb, tpb, stream, sharedmem]
 
 
 def _source_facts(fn):
@@ -190,18 +345,14 @@ def _source_facts(fn):
 
 
 def _read_source(fn):
-    try:
-        lines, start = inspect.getsourcelines(fn)
-        tree = ast.parse(textwrap.dedent("".join(lines)))
-    except (OSError, TypeError, SyntaxError):
-        return None
-    func = next((n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef,
-                                                             ast.AsyncFunctionDef))), None)
+    func = rules.function_ast(fn.__code__)
     if func is None:
         return None
+    start = fn.__code__.co_firstlineno
     params = {a.arg for a in func.args.args + func.args.kwonlyargs}
+    consts = rules.constant_names(func)
     assigned = {n.id for n in ast.walk(func) if isinstance(n, ast.Name)
-                and isinstance(n.ctx, ast.Store)}
+                and isinstance(n.ctx, ast.Store)} - consts.keys()
     arrays = []
     for n in ast.walk(func):
         if (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
@@ -211,7 +362,7 @@ def _read_source(fn):
             shape = n.args[0] if n.args else kw.get("shape")
             dtype = n.args[1] if len(n.args) > 1 else kw.get("dtype")
             arrays.append((n.func.value.attr, shape, dtype, start + n.lineno - 1))
-    return params, assigned, arrays
+    return params, assigned, arrays, consts
 
 
 _FACTS = {}
@@ -222,10 +373,15 @@ def _static_shared(fn):
     facts = _source_facts(fn)
     if facts is None:
         return 0, None
-    params, assigned, arrays = facts
+    params, assigned, arrays, consts = facts
     scope = dict(fn.__globals__)
     if fn.__closure__:
-        scope.update(zip(fn.__code__.co_freevars, (c.cell_contents for c in fn.__closure__)))
+        scope.update(zip(fn.__code__.co_freevars, (_cell(c) for c in fn.__closure__)))
+    for local, value in consts.items():  # local constants, in definition order
+        try:
+            scope[local] = eval(compile(ast.Expression(value), "<constant>", "eval"), scope)
+        except Exception:
+            pass
     total = 0
     for space, shape, dtype, line in arrays:
         if shape is None:
@@ -236,8 +392,10 @@ def _static_shared(fn):
         if bad:
             return 0, (f"cuda.{space}.array shape `{ast.unparse(shape)}` at {where} is not a "
                        f"compile-time constant ({', '.join(bad)} is a kernel argument or a "
-                       f"local variable). Numba needs the shape when it compiles the kernel: "
-                       f"use a global or closure constant (or dynamic shared memory).")
+                       f"local variable that is not assigned once to a constant). Numba needs "
+                       f"the shape when it compiles the kernel: use a constant (a literal, a "
+                       f"global, a closure variable, a local assigned once to one) or dynamic "
+                       f"shared memory.")
         if space != "shared" or dtype is None:
             continue
         try:
@@ -256,6 +414,7 @@ _swap_lock = threading.Lock()
 _swap_count = {}   # id(globals dict) or id(cell) -> threads inside
 _swap_saved = {}   # same key -> what to restore
 _swap_keys = {}    # id(globals dict) -> names that held numba.cuda/math when first scanned
+_ABSENT = object()  # a name swapped in that the globals did not have (deleted afterwards)
 
 
 def _replacement(value, fake):
@@ -283,6 +442,10 @@ def swapped(fn, fake):
                 if r is not None:
                     saved[k] = v
                     globs[k] = r
+            for k, r in ieee.BUILTINS.items():  # builtins typed as Numba types them
+                if k not in globs:
+                    saved[k] = _ABSENT
+                    globs[k] = r
             _swap_saved[gid] = saved
         _swap_count[gid] = _swap_count.get(gid, 0) + 1
         for c in cells:
@@ -303,7 +466,11 @@ def swapped(fn, fake):
                     del _swap_count[key]
                     saved = _swap_saved.pop(key, None)
                     if key == gid:
-                        globs.update(saved)
+                        for k, v in saved.items():
+                            if v is _ABSENT:
+                                globs.pop(k, None)
+                            else:
+                                globs[k] = v
                     elif saved is not None:
                         next(c for c in cells if id(c) == key).cell_contents = saved
 
@@ -324,3 +491,31 @@ def _param_names(code):
 
 def _params(fn):
     return _param_names(fn.__code__)
+
+
+# ----------------------------------------------------------------------------- signatures
+
+
+def jit_recording_signature(stock_jit):
+    """``cuda.jit`` that also records a kernel's explicit signature, so that a scalar argument
+    arrives as the type the signature gives it (``_scalar``); the stock simulator drops it."""
+    from numba.cuda.core import sigutils
+
+    @functools.wraps(stock_jit)
+    def jit(func_or_sig=None, *args, **kwargs):
+        result = stock_jit(func_or_sig, *args, **kwargs)
+        if func_or_sig is None or callable(func_or_sig) and not sigutils.is_signature(
+                func_or_sig):
+            return result
+        try:
+            argtypes, _ = sigutils.normalize_signature(func_or_sig)
+        except Exception:  # a list of signatures, or one the simulator cannot parse
+            return result
+
+        @functools.wraps(result)
+        def decorate(fn):
+            kernel = result(fn)
+            kernel._minigpu_argtypes = tuple(argtypes)
+            return kernel
+        return decorate
+    return jit

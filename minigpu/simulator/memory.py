@@ -5,24 +5,31 @@ Inside a simulated kernel every array — a global argument, a ``cuda.shared.arr
 ``__getitem__``/``__setitem__`` (and the ``cuda.atomic.*`` functions) resolve the index to a
 byte address, check it, and only then touch the NumPy array.
 
+Every verdict comes from ``rules.py`` (the rules, in one place); this module applies them.
+
 memcheck
-    Every index must lie in ``[0, shape)`` — negative indices included: NumPy (and Numba on a
-    GPU) wrap them silently, in a kernel that is almost always a bug. ``OutOfBoundsError``.
+    Every index must lie in ``[0, shape)``. A negative one wraps, as Numba wraps it on a GPU,
+    when the source writes a literal or constant there (``rules.negative_index_is_constant``);
+    computed, a store raises ``OutOfBoundsError`` and a load gives the wrapped element as an
+    indeterminate value whose use raises it (:meth:`Array._wrapped_load`).
 initcheck
     Fresh shared memory, local arrays and device memory (``cuda.device_array*``, minigpu's
     allocator) are filled with a poison bit pattern (:func:`fill_poison`): for 2/4/8-byte
     floats a NaN whose payload arithmetic never produces, for integers the same bits. A load
-    that returns exactly that pattern is a read of a never-written element:
-    ``UninitializedReadError``. Host writes need no tracking (they overwrite the pattern).
-    1-byte and bool arrays are poisoned (0xA5 / True) but cannot be checked.
+    that returns exactly that pattern gives an ``Indeterminate`` (``indeterminate.py``); using
+    it raises ``UninitializedReadError``. Storing one puts the poison back and records the
+    value in ``taint`` (per launch for global memory, per block for shared): a read by another
+    thread, or a global element still holding it when the launch ends (:func:`check_kept`), is
+    the use. Host writes need no tracking (they overwrite the pattern). 1-byte and bool arrays
+    are poisoned (0xA5 / True) but cannot be checked.
 racecheck
     Each access is recorded in a shadow map keyed by byte address (so views and aliases of one
-    buffer meet): the last write and up to two recent reads, each with the thread's logical
-    clock (``blocks._Worker.tick``) and source line. Two accesses conflict when they come from
-    different threads, at least one writes, and nothing orders them: same block and same
-    barrier interval (and, for lanes of one warp, no ``syncwarp`` between), or — global memory
-    only — different blocks of one launch. Atomics never conflict with each other. Shared
-    memory has one map per block, global memory one per launch (launches are ordered).
+    buffer meet): the last write, up to two recent reads and the same-value stores since that
+    write, each with the thread's logical clock (``blocks._Worker.tick``) and source line.
+    ``rules.unordered`` decides whether two accesses of different threads can happen in either
+    order; a conflict (at least one writes) is a ``RaceError`` unless it is a store of the
+    bytes already there (``rules.same_value_store``). Atomics never conflict with each other.
+    Shared memory has one map per block, global memory one per launch (launches are ordered).
     Because the verdict uses logical clocks, not the order the OS ran the threads, it does not
     depend on scheduling; a read that finds poison first waits until every other thread of its
     block is blocked or done, so a racing write in the same interval is reported as the race
@@ -37,6 +44,7 @@ off.
 """
 from __future__ import annotations
 
+import functools
 import linecache
 import re
 import sys
@@ -45,9 +53,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import config
-from .errors import LaunchConfigError, OutOfBoundsError, RaceError, UninitializedReadError
-from .sites import Op, where
+from . import config, rules
+from .errors import LaunchConfigError, OutOfBoundsError, RaceError
+from .indeterminate import Indeterminate
+from .rules import same_value_store, unordered
+from .sites import Op, _internal, where
 
 _current = threading.current_thread
 _threads = threading._active  # thread id -> Thread: current_thread() without the call
@@ -132,24 +142,33 @@ def notify_event(event, *args):
 # ----------------------------------------------------------------------------- the proxy
 
 
-def _unordered(c, d):
-    """True when accesses at clocks ``c`` and ``d`` (different threads) can happen in either
-    order: different blocks, or one block's same barrier interval with no syncwarp between
-    (lanes of one warp). Clock: (thread key, block ordinal, epoch, warp epoch, warp, ...)."""
-    if c[1] != d[1]:
-        return True
-    if c[2] != d[2]:
-        return False
-    return c[4] != d[4] or c[3] == d[3]
+def _plain(x):
+    """The NumPy array behind a proxy (recursively in tuples and lists), else ``x``."""
+    if type(x) is Array:
+        return x.a
+    if type(x) in (tuple, list):
+        return type(x)(_plain(v) for v in x)
+    return x
 
 
 class Array:
-    """A global, shared or local array as a simulated kernel sees it (see the module doc)."""
+    """A global, shared or local array as a simulated kernel sees it (see the module doc).
+
+    Element loads and stores (``a[i]``, ``a[i, j]``, ``cuda.atomic.*``) are checked. Everything
+    else behaves as the stock simulator's array: NumPy's attributes and methods, the NumPy
+    protocols (``__array__``, ``__array_ufunc__``, ``__array_function__``), operators,
+    iteration, and what the stock ``FakeCUDAArray`` adds (``copy_to_host``, ``nbytes``, ...).
+    A view (slicing, ``reshape``, ``T``, ``real``/``imag``, ...) is a checked proxy of the same
+    memory; a whole-array NumPy operation runs on the storage unchecked, as in the stock
+    simulator."""
 
     __slots__ = ("a", "name", "space", "shadow", "root", "ptr", "shape", "strides", "ndim",
-                 "size", "dtype", "itemsize", "n0", "s0", "n1", "s1", "pk", "pu", "pbits", "pval")
+                 "size", "dtype", "itemsize", "n0", "s0", "n1", "s1", "pk", "pu", "pbits", "pval",
+                 "taint")
 
-    def __init__(self, a, name, space, shadow, root=None):
+    __cuda_ndarray__ = True  # as the stock FakeCUDAArray
+
+    def __init__(self, a, name, space, shadow, root=None, taint=None):
         self.a, self.name, self.space, self.shadow = a, name, space, shadow
         self.ptr = a.__array_interface__["data"][0]
         self.root = self.ptr if root is None else root
@@ -160,66 +179,208 @@ class Array:
         self.n1 = a.shape[1] if a.ndim == 2 else -1  # -1: not 2-D (the 2-D fast path is off)
         self.s1 = a.strides[1] if a.ndim == 2 else 0
         self.pk, self.pu, self.pbits, self.pval = poison_of(a.dtype)
+        # address -> (Indeterminate, storing thread's key, store site, array, index, thread
+        # and block ids): elements holding a stored indeterminate value (one dict per launch
+        # for global memory, per block for shared, per array for local; _store_indeterminate)
+        self.taint = taint
 
-    # -- NumPy-ish surface a kernel uses -------------------------------------------------
+    # -- the array surface: NumPy's, and the stock simulator's ------------------------------
+
+    def __getattr__(self, name):
+        """Any other attribute of the NumPy array; results that are views stay checked."""
+        if name in Array.__slots__:  # an unset slot: not an attribute of the array
+            raise AttributeError(name)
+        attr = getattr(self.a, name)
+        if callable(attr) and not isinstance(attr, (type, np.dtype)):
+            return functools.partial(self._call, attr)
+        return self._view(attr)
+
+    def _call(self, method, *args, **kwargs):
+        return self._view(method(*_plain(args), **{k: _plain(v) for k, v in kwargs.items()}))
+
+    def _view(self, r):
+        """``r`` as a checked proxy when it is an array sharing this array's memory."""
+        if isinstance(r, np.ndarray) and r.size and np.may_share_memory(r, self.a):
+            return Array(r, self.name, self.space, self.shadow, self.root, self.taint)
+        return r
 
     def __len__(self):
-        return self.n0
+        return len(self.a)
+
+    def __iter__(self):
+        for i in range(len(self.a)):
+            yield self[i]
+
+    def __contains__(self, value):
+        return value in self.a
 
     def __array__(self, dtype=None, copy=None):
+        if copy:
+            return np.array(self.a, dtype=dtype, copy=True)
         return self.a if dtype is None else self.a.astype(dtype)
+
+    def __array_ufunc__(self, ufunc, method, *args, **kwargs):
+        out = kwargs.get("out")
+        if out is not None:
+            kwargs["out"] = tuple(_plain(o) for o in out)
+        result = getattr(ufunc, method)(*_plain(args), **kwargs)
+        if out is not None:  # a ufunc returns its out arrays: give back the proxies
+            plain = kwargs["out"]
+            if type(result) is tuple:
+                return tuple(o if r is p else r for r, p, o in zip(result, plain, out))
+            return out[0] if result is plain[0] else result
+        return result
+
+    def __array_function__(self, func, types, args, kwargs):
+        return self._view(func(*_plain(args), **{k: _plain(v) for k, v in kwargs.items()}))
+
+    @property
+    def __cuda_array_interface__(self):
+        return {"shape": tuple(self.shape), "strides": tuple(self.strides),
+                "typestr": self.dtype.str, "data": (self.ptr, False), "version": 3}
+
+    @property
+    def nbytes(self):
+        return self.a.nbytes
+
+    alloc_size = nbytes
+
+    @property
+    def T(self):
+        return self._view(self.a.T)
+
+    @property
+    def real(self):
+        return self._view(self.a.real)
+
+    @property
+    def imag(self):
+        return self._view(self.a.imag)
+
+    def transpose(self, *axes):
+        return self._view(self.a.transpose(*axes))
+
+    def reshape(self, *shape, **kwargs):
+        return self._view(self.a.reshape(*shape, **kwargs))
+
+    def view(self, *args, **kwargs):
+        return self._view(self.a.view(*args, **kwargs))
+
+    def ravel(self, *args, **kwargs):
+        return self._view(self.a.ravel(*args, **kwargs))
+
+    def is_c_contiguous(self):
+        return self.a.flags.c_contiguous
+
+    def is_f_contiguous(self):
+        return self.a.flags.f_contiguous
+
+    def bind(self, stream=0):
+        return self
+
+    def split(self, section, stream=0):
+        return [self._view(p) for p in np.split(self.a, range(section, len(self), section))]
+
+    def copy_to_host(self, ary=None, stream=0):
+        if ary is None:
+            return self.a.copy()
+        np.copyto(ary, self.a)
+        return ary
+
+    def copy_to_device(self, ary, stream=0):
+        np.copyto(self.a, _plain(ary))
+
+    @property
+    def _numba_type_(self):
+        from numba.cuda import types
+        from numba.cuda.np import numpy_support
+        layout = "C" if self.a.flags.c_contiguous else "F" if self.a.flags.f_contiguous else "A"
+        return types.Array(numpy_support.from_dtype(self.dtype), self.ndim, layout)
 
     def __repr__(self):
         return f"<simulated {self.space} array '{self.name}' {self.shape} {self.dtype}>"
 
-    @property
-    def T(self):
-        return Array(self.a.T, self.name, self.space, self.shadow, self.root)
+    def __str__(self):
+        return str(self.a)
 
-    def reshape(self, *shape):
-        return Array(self.a.reshape(*shape), self.name, self.space, self.shadow, self.root)
+    def __format__(self, spec):
+        return format(self.a, spec)
 
-    def view(self, dtype):
-        return Array(self.a.view(dtype), self.name, self.space, self.shadow, self.root)
+    def __int__(self):
+        return int(self.a)
 
-    # -- index -> byte address -----------------------------------------------------------
+    def __float__(self):
+        return float(self.a)
+
+    def __complex__(self):
+        return complex(self.a)
+
+    def __index__(self):
+        return self.a.__index__()
+
+    def __copy__(self):
+        return self.a.copy()
+
+    def __deepcopy__(self, memo):
+        return self.a.copy()
+
+    __hash__ = object.__hash__
+
+    # -- index -> byte address (memcheck) ------------------------------------------------
 
     def _addr(self, idx):
-        """Byte address of the element ``idx`` names, or None if it names a sub-array."""
-        if type(idx) is _int:
-            if self.ndim == 1:
-                if 0 <= idx < self.n0:
-                    return self.ptr + idx * self.s0
-                self._oob(idx)
-            if not 0 <= idx < self.n0:
-                self._oob(idx)
-            return None
-        if type(idx) is _tuple and len(idx) == self.ndim:
-            addr = self.ptr
-            for k, i in enumerate(idx):
-                if type(i) is not _int:
-                    if isinstance(i, np.integer):
-                        i = _int(i)
-                    else:
-                        return self._partial(idx)
-                if not 0 <= i < self.shape[k]:
-                    self._oob(idx)
-                addr += i * self.strides[k]
-            return addr
-        if isinstance(idx, np.integer):
-            return self._addr(_int(idx))
-        return self._partial(idx)
+        """Byte address of the element ``idx`` names, or None if it names a sub-array. An
+        index outside ``[0, shape)`` wraps or raises by the negative-index rule
+        (``rules.negative_index_is_constant``)."""
+        parts = idx if type(idx) is _tuple else (idx,)
+        if len(parts) > self.ndim:
+            return None  # NumPy raises its own IndexError
+        addr, full = self.ptr, len(parts) == self.ndim
+        for k, i in enumerate(parts):
+            if type(i) is not _int:
+                if isinstance(i, (np.integer, bool)) and not isinstance(i, np.bool_):
+                    i = _int(i)
+                elif type(i) is Indeterminate:
+                    i.use(f"used as an index of {self._describe(idx)}")
+                elif i is Ellipsis or i is None:
+                    return None  # the positions no longer match the dimensions
+                else:
+                    full = False
+                    continue
+            n = self.shape[k]
+            if not 0 <= i < n:
+                i = self._outside(idx, k, i, n)
+            addr += i * self.strides[k]
+        return addr if full else None
 
-    def _partial(self, idx):
-        """A sub-array index (slices, fewer indices): check its integers, let NumPy do it."""
-        for k, i in enumerate(idx if type(idx) is _tuple else (idx,)):
-            if isinstance(i, (_int, np.integer)) and not 0 <= i < (
-                    self.shape[k] if k < self.ndim else 0):
-                self._oob(idx)
-        return None
+    def _outside(self, idx, k, i, n):
+        """An index ``i`` outside ``[0, n)`` at dimension ``k``: the wrapped index when it is a
+        negative literal or constant (as Numba wraps it on a GPU), else ``OutOfBoundsError``."""
+        f = _user_frame()
+        if -n <= i < 0 and f is not None and rules.negative_index_is_constant(f, k):
+            return i + n
+        t = _current()
+        here = f"{f.f_code.co_filename}:{f.f_lineno}" if f is not None else "<unknown>"
+        who = (f"kernel '{getattr(getattr(t, 'launch', None), 'name', '?')}': thread "
+               f"{getattr(t, 'tidx', '?')} of block {getattr(t, 'bidx', '?')}")
+        rule = (f"a computed negative index, which Numba wraps around to {i + n}; a negative "
+                f"index is accepted only where the source writes a literal or a constant, as in "
+                f"`a[-1]` (a computed one is almost always a bug)")
+        if -n <= i < 0:
+            hint = f" ({rule})"
+        elif i < 0:
+            hint = " (negative, and beyond the start even when wrapped around)"
+        else:
+            hint = ""
+        error = OutOfBoundsError(f"{who} indexed {self._describe(idx)} at {here}: out of "
+                                 f"bounds{hint}.")
+        if -n <= i < 0:  # a load may go on with the wrapped element (_wrapped_load)
+            error.wrapped = (k, i + n)
+            error.load_text = f"{who} read {self._describe(idx)} at {here}: {rule}"
+        raise error
 
     def _wrap(self, r):
-        return Array(r, self.name, self.space, self.shadow, self.root) \
+        return Array(r, self.name, self.space, self.shadow, self.root, self.taint) \
             if isinstance(r, np.ndarray) and r.ndim else r
 
     # -- loads and stores ------------------------------------------------------------------
@@ -231,20 +392,25 @@ class Array:
                 type(idx[1]) is _int and 0 <= idx[0] < self.n0 and 0 <= idx[1] < self.n1:
             addr = self.ptr + idx[0] * self.s0 + idx[1] * self.s1
         else:
-            addr = self._addr(idx)
+            try:
+                addr = self._addr(idx)
+            except OutOfBoundsError as e:
+                if getattr(e, "wrapped", None) is None:
+                    raise
+                return self._wrapped_load(idx, e)
             if addr is None:
-                return self._wrap(self.a[idx])
+                return self._wrap(self.a[_plain(idx)])
         v = self.a[idx]
         pk = self.pk
         if pk and (v == self.pval if pk == 2 else v != v and v.view(self.pu) == self.pbits):
-            self._uninit(idx, addr)
+            v = self._uninit(idx, addr)
         shadow = self.shadow
         if shadow is not None:
             c = _threads[_ident()].clk
             e = shadow.get(addr)
             if e is None:
                 f = _getframe(1)
-                shadow[addr] = [None, (c, f.f_code.co_filename, f.f_lineno), None]
+                shadow[addr] = [None, (c, f.f_code.co_filename, f.f_lineno), None, None]
             else:
                 r1 = e[1]
                 if r1 is None or r1[0] is not c:
@@ -262,8 +428,13 @@ class Array:
         else:
             addr = self._addr(idx)
             if addr is None:
-                self.a[idx] = value
+                self.a[_plain(idx)] = _plain(value)
                 return
+        if type(value) is Indeterminate:  # judged by the use rule, not by racecheck
+            self.a[idx] = self._store_indeterminate(idx, value, addr)
+            if observers:
+                self._observe(addr, "store")
+            return
         shadow = self.shadow
         if shadow is not None:
             c = _threads[_ident()].clk
@@ -271,23 +442,56 @@ class Array:
             f = _getframe(1)
             rec = (c, f.f_code.co_filename, f.f_lineno, False)
             if e is None:
-                shadow[addr] = [rec, None, None]
+                shadow[addr] = [rec, None, None, None]
             else:
                 w = e[0]
-                if w is None or w[0] is not c or e[1] is not None:
-                    self._write(e, rec, idx)
+                if w is None or w[0] is not c or e[1] is not None or e[3] is not None:
+                    self._write(e, rec, idx, value)
                 else:  # the same thread rewriting in the same interval: nothing new
                     e[0] = rec
         self.a[idx] = value
         if observers:
             self._observe(addr, "store")
 
-    def atomic(self, idx, update):
+    def _store_indeterminate(self, idx, value, addr):
+        """A store of an indeterminate value: the element holds the poison pattern again and
+        remembers the value (``taint``), so that a read by another thread, or the element
+        still holding it when the kernel ends (global memory), is the use it is. (Such a store
+        is not a write for racecheck: until it is used, no order of it can be observed.)"""
+        if not self.pk:  # a dtype without a recognisable poison: the store is the use
+            value.use(f"stored to {self._describe(idx)}")
+        t = _current()
+        f = _getframe(2)
+        self.taint[addr] = (value, t.clk[0], f"{f.f_code.co_filename}:{f.f_lineno}", self, idx,
+                            t.tidx, t.bidx, self.a[idx])
+        return self.pval
+
+    def _wrapped_load(self, idx, error):
+        """A load at a computed negative index: the element Numba's wrap-around reads, as an
+        indeterminate value whose use raises ``error``'s ``OutOfBoundsError``."""
+        k, j = error.wrapped
+        parts = list(idx) if type(idx) is _tuple else [idx]
+        parts[k] = j
+        v = self[_tuple(parts) if type(idx) is _tuple else j]
+        if type(v) is Array:  # a sub-array: nothing to carry the taint, so the load is the use
+            raise error
+        return Indeterminate(v.value if type(v) is Indeterminate else v, error.load_text,
+                             OutOfBoundsError)
+
+    def poisoned(self, v):
+        """True when the loaded value ``v`` holds this dtype's poison pattern."""
+        pk = self.pk
+        return bool(pk and (v == self.pval if pk == 2 else
+                            v != v and v.view(self.pu) == self.pbits))
+
+    def atomic(self, idx, update, val=None):
         """``cuda.atomic.*``: old = a[idx]; a[idx] = update(old); return old — as one
         indivisible step that never races with another atomic."""
         addr = self._addr(idx)
         if addr is None:
             raise TypeError(f"atomic on a sub-array of '{self.name}' (index {idx!r})")
+        if type(val) is Indeterminate:
+            val.use(f"given to an atomic on {self._describe(idx)}")
         with _atomic_lock:
             old = self.a[idx]
             pk = self.pk
@@ -296,7 +500,7 @@ class Array:
             if not poisoned:
                 self._atomic_update(idx, addr, old, update)
         if poisoned:  # outside the lock: _uninit waits for the other threads
-            self._uninit(idx, addr, depth=4)
+            self._uninit(idx, addr, depth=4).use("updated by an atomic (its old value)")
         if observers:
             self._observe(addr, "atomic", 3)
         return old
@@ -308,9 +512,9 @@ class Array:
             rec = (c, f.f_code.co_filename, f.f_lineno, True)
             e = self.shadow.get(addr)
             if e is None:
-                self.shadow[addr] = [rec, None, None]
+                self.shadow[addr] = [rec, None, None, None]
             else:
-                self._write(e, rec, idx)
+                self._write(e, rec, idx, None)
         self.a[idx] = update(old)
 
     def _observe(self, addr, kind, depth=3):
@@ -322,29 +526,66 @@ class Array:
         f = _getframe(2)
         rec = (c, f.f_code.co_filename, f.f_lineno)
         w = e[0]
-        if w is not None and w[0][0] is not c[0] and _unordered(c, w[0]):
+        if w is not None and w[0][0] is not c[0] and unordered(c, w[0]) and not (
+                e[3] is not None and not w[3] and any(o[0] is c for o in e[3])):
+            # (benign when this thread stored the same value here in this interval: every
+            # store since w wrote w's bytes, so the read sees them in any order)
             self._race(idx, w, "atomic write" if w[3] else "write", rec, "read")
         r1, r2 = e[1], e[2]
         if r1 is None or r1[0][0] is c[0]:
             e[1] = rec
         elif r2 is None or r2[0][0] is c[0]:
             e[2] = rec
-        elif not _unordered(c, r1[0]):  # r1 is ordered before this read: the older witness
+        elif not unordered(c, r1[0]):  # r1 is ordered before this read: the older witness
             e[1] = rec
         else:
             e[2] = rec
 
-    def _write(self, e, rec, idx):
+    def _write(self, e, rec, idx, value):
+        """Record a write (``value`` None: atomic); raise on a conflict with an unordered
+        access of another thread. A plain store of the bytes the element already holds
+        (``rules.same_value_store``) conflicts only with an atomic; it is kept apart (``e[3]``,
+        a list)
+        so that a later store of another value, which it does race, is checked against it."""
         c, atomic = rec[0], rec[3]
+        w, same = e[0], e[3]
+
+        def conflicts(other):
+            return other is not None and other[0][0] is not c[0] and unordered(c, other[0])
+
         what = "atomic write" if atomic else "write"
-        w = e[0]
-        if w is not None and w[0][0] is not c[0] and not (atomic and w[3]) \
-                and _unordered(c, w[0]):
+        if not atomic and self._same_value(idx, value):
+            if w is not None and w[3] and conflicts(w):
+                self._race(idx, w, "atomic write", rec, what)
+            if same is None:
+                e[3] = [rec]
+            else:
+                same.append(rec)
+            return
+        if conflicts(w) and not (atomic and w[3]):
             self._race(idx, w, "atomic write" if w[3] else "write", rec, what)
+        for other in same or ():
+            if conflicts(other):
+                self._race(idx, other, "write", rec, what)
         for r in (e[1], e[2]):
-            if r is not None and r[0][0] is not c[0] and _unordered(c, r[0]):
+            if conflicts(r):
                 self._race(idx, r, "read", rec, what)
-        e[0], e[1], e[2] = rec, None, None
+        e[0], e[1], e[2], e[3] = rec, None, None, None
+
+    def _same_value(self, idx, value):
+        """Would storing ``value`` at ``idx`` leave the element's bytes as they are? (Over an
+        indeterminate value stored there, the bytes before it: racecheck never saw it.)"""
+        old = self.a[idx]
+        if self.taint and self.poisoned(old):
+            stored = self.taint.get(self._addr(idx))
+            if stored is not None:
+                old = stored[7]
+        try:
+            new = self.dtype.type(value)
+        except (TypeError, ValueError, OverflowError):  # let the store itself raise or cast
+            new = np.empty((), self.dtype)
+            new[()] = value
+        return bool(new == old or new != new) and same_value_store(old, new)  # NaN: the bits
 
     def _race(self, idx, first, first_kind, second, second_kind):
         c1, c2 = first[0], second[0]
@@ -355,49 +596,88 @@ class Array:
         kind = {("write", "write"): "write-after-write", ("read", "write"): "write-after-read",
                 ("write", "read"): "read-after-write"}.get(
             (first_kind.split()[-1], second_kind.split()[-1]), "")
+        extra = "; the two stores write different values" if kind == "write-after-write" else ""
         raise RaceError(
             f"kernel '{_current().launch.name}': {kind} race on {self._describe(idx)}:\n"
             f"  {first_kind} by thread {c1[5]} of block {c1[6]} at {first[1]}:{first[2]}\n"
             f"  {second_kind} by thread {c2[5]} of block {c2[6]} at {second[1]}:{second[2]}\n"
-            f"  {why}.")
+            f"  {why}{extra}.")
 
     def _uninit(self, idx, addr, depth=3):
+        """A load found the poison pattern: first let the rest of the block run (a write to
+        this element by another thread of this interval is the race it is), then return the
+        indeterminate value (``indeterminate.py``: an error when it is used)."""
         t = _current()
         f = _getframe(depth - 1)
         here = f"{f.f_code.co_filename}:{f.f_lineno}"
+        stored = self.taint.get(addr) if self.taint else None
+        if stored is not None:  # an indeterminate value a thread stored here
+            value, key, at, _, _, tidx, bidx, _ = stored
+            if key is not t.clk[0] and key != t.clk[0]:
+                value.use(f"stored to {self._describe(idx)} at {at} by thread {tidx} of block "
+                          f"{bidx}, and read there by thread {t.tidx} of block {t.bidx}",
+                          at=here)
+            return value
         if self.shadow is not None and t.block is not None:
-            # Let the rest of the block run: a concurrent write to this element is a race.
             t.block.wait(t, Op("quiesce", 0, None, None, ((f.f_code.co_filename, f.f_lineno,
                                                             f.f_code.co_name),)))
             e = self.shadow.get(addr)
             w = e[0] if e is not None else None
-            if w is not None and w[0][0] is not t.clk[0] and _unordered(t.clk, w[0]):
+            if w is not None and w[0][0] is not t.clk[0] and unordered(t.clk, w[0]):
                 self._race(idx, w, "atomic write" if w[3] else "write",
                            (t.clk, f.f_code.co_filename, f.f_lineno), "read")
-        raise UninitializedReadError(
+        return Indeterminate(self.a[idx], (
             f"kernel '{t.launch.name}': thread {t.tidx} of block {t.bidx} read "
             f"{self._describe(idx)} at {here}, but nothing has written that element since it "
-            f"was allocated (it holds the simulator's poison pattern).")
-
-    def _oob(self, idx):
-        t = _current()
-        f = _getframe(3)
-        while f is not None and f.f_code.co_filename == __file__:
-            f = f.f_back
-        here = f"{f.f_code.co_filename}:{f.f_lineno}" if f is not None else "<unknown>"
-        neg = any(isinstance(i, (_int, np.integer)) and i < 0
-                  for i in (idx if type(idx) is _tuple else (idx,)))
-        hint = (" (negative: NumPy and Numba wrap it around silently; in a kernel it is almost "
-                "always a bug)" if neg else "")
-        raise OutOfBoundsError(
-            f"kernel '{getattr(getattr(t, 'launch', None), 'name', '?')}': thread "
-            f"{getattr(t, 'tidx', '?')} of block {getattr(t, 'bidx', '?')} indexed "
-            f"{self._describe(idx)} at {here}: out of bounds{hint}.")
+            f"was allocated (it holds the simulator's poison pattern)"))
 
     def _describe(self, idx):
         kind = {"global": "global array", "shared": "shared array", "local": "local array"}
         return (f"{kind[self.space]} '{self.name}' at index {idx!r} "
                 f"(shape {tuple(self.shape)}, {self.dtype})")
+
+
+def _binary_op(name):
+    def op(self, other):
+        return getattr(self.a, name)(_plain(other))
+    op.__name__ = name
+    return op
+
+
+def _inplace_op(name):
+    def op(self, other):
+        getattr(self.a, name)(_plain(other))
+        return self
+    op.__name__ = name
+    return op
+
+
+def _unary_op(name):
+    def op(self):
+        return getattr(self.a, name)()
+    op.__name__ = name
+    return op
+
+
+for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or",
+              "xor", "lshift", "rshift", "divmod"):
+    setattr(Array, f"__{_name}__", _binary_op(f"__{_name}__"))
+    setattr(Array, f"__r{_name}__", _binary_op(f"__r{_name}__"))
+    if _name != "divmod":
+        setattr(Array, f"__i{_name}__", _inplace_op(f"__i{_name}__"))
+for _name in ("lt", "le", "eq", "ne", "gt", "ge"):
+    setattr(Array, f"__{_name}__", _binary_op(f"__{_name}__"))
+for _name in ("neg", "pos", "abs", "invert"):
+    setattr(Array, f"__{_name}__", _unary_op(f"__{_name}__"))
+del _name
+
+
+def _user_frame():
+    """The innermost frame of the user's kernel code (outside the simulator's files)."""
+    f = _getframe(2)
+    while f is not None and _internal(f.f_code.co_filename):
+        f = f.f_back
+    return f
 
 
 _atomic_lock = threading.RLock()
@@ -409,7 +689,7 @@ _atomic_lock = threading.RLock()
 def _atomic(update):
     def op(self, array, index, val):
         if isinstance(array, Array):
-            return array.atomic(index, lambda old: update(old, val))
+            return array.atomic(index, lambda old: update(old, val), val)
         with _atomic_lock:
             old = array[index]
             array[index] = update(old, val)
@@ -464,16 +744,10 @@ def _dtype(dtype, kernelapi):
     return np.dtype(dtype)
 
 
-def reset_shared(shared, launch):
-    """Fresh, poisoned shared memory (and a fresh race map) for the next block."""
-    with _shared_lock:
-        shared._allocations.clear()
-        shared._static_bytes = 0
-    launch.shared_shadow = {} if config.CHECKS else None
-    buf = shared._dynshared
-    if buf.size:
-        words = np.full((buf.size + 3) // 4, _POISON_BITS[4], dtype="<u4").view(np.uint8)
-        buf.view(np.uint8)[:] = words[:buf.size]
+def poisoned_bytes(n):
+    """A fresh block's dynamic shared memory: ``n`` bytes holding the 4-byte poison."""
+    words = np.full((n + 3) // 4, _POISON_BITS[4], dtype="<u4").view(np.uint8)
+    return words[:n].copy()
 
 
 _shared_lock = threading.Lock()
@@ -487,30 +761,42 @@ def shared_array(self, shape, dtype, alignment=None):
     dtype = _dtype(dtype, kernelapi)
     caller = _getframe(1)
     t = _current()
+    block = getattr(t, "block", None)
     launch = getattr(t, "launch", None)
+    if block is None:  # not in a simulated thread of ours: the stock behaviour
+        return _stock_shared_array(self, shape, dtype)
+    checked = config.CHECKS or observers
     if shape == 0:  # dynamic shared memory: views of one buffer
-        count = self._dynshared_size // dtype.itemsize
-        a = np.frombuffer(self._dynshared.data, dtype=dtype, count=count)
-        if not (config.CHECKS or observers) or launch is None:
+        count = block.dynshared.size // dtype.itemsize
+        a = np.frombuffer(block.dynshared.data, dtype=dtype, count=count)
+        if not checked:
             return a
-        return Array(a, _name_at(caller, "dynamic shared"), "shared", launch.shared_shadow)
+        return Array(a, _name_at(caller, "dynamic shared"), "shared", block.shared_shadow,
+                     taint=block.taint)
     key = (caller.f_code.co_filename, caller.f_lineno)
-    with _shared_lock:
-        arr = self._allocations.get(key)
+    with block.lock:
+        arr = block.shared.get(key)
         if arr is None:
             a = fill_poison(np.empty(shape, dtype))
-            self._static_bytes = getattr(self, "_static_bytes", 0) + a.nbytes
-            total = self._static_bytes + self._dynshared_size
+            block.static_bytes += a.nbytes
+            total = block.static_bytes + block.dynshared.size
             if total > STATIC_SHARED_LIMIT:
                 raise LaunchConfigError(
                     f"kernel '{getattr(launch, 'name', '?')}': {total} bytes of shared memory "
                     f"per block (this array: {a.nbytes} bytes at {where((key + ('',),))}); "
                     f"a block may use at most {STATIC_SHARED_LIMIT} bytes (48 KiB).")
             arr = a
-            if (config.CHECKS or observers) and launch is not None:
-                arr = Array(a, _name_at(caller, "shared"), "shared", launch.shared_shadow)
-            self._allocations[key] = arr
+            if checked:
+                arr = Array(a, _name_at(caller, "shared"), "shared", block.shared_shadow,
+                            taint=block.taint)
+            block.shared[key] = arr
     return arr
+
+
+def _stock_shared_array(self, shape, dtype):
+    with _shared_lock:
+        return np.zeros(shape, dtype) if shape != 0 else np.frombuffer(
+            self._dynshared.data, dtype=dtype, count=self._dynshared_size // dtype.itemsize)
 
 
 def local_array(self, shape, dtype, alignment=None):
@@ -520,11 +806,20 @@ def local_array(self, shape, dtype, alignment=None):
     a = fill_poison(np.empty(shape, _dtype(dtype, kernelapi)))
     if not config.CHECKS:
         return a
-    return Array(a, _name_at(_getframe(1), "local"), "local", None)
+    return Array(a, _name_at(_getframe(1), "local"), "local", None, taint={})
 
 
 def global_array(a, name, launch):
     """What a kernel sees for a device-array argument ``a`` (a NumPy array)."""
     if not (config.CHECKS or observers) or a.dtype.fields is not None:
         return a
-    return Array(a, name, "global", launch.shadow)
+    return Array(a, name, "global", launch.shadow, taint=launch.taint)
+
+
+def check_kept(launch):
+    """At the end of a launch: an indeterminate value still held by a global element was
+    kept (``Array._store_indeterminate``): the use that raises its error."""
+    for value, _, at, arr, idx, tidx, bidx, _ in launch.taint.values():
+        if arr.poisoned(arr.a[idx]):
+            value.use(f"stored to {arr._describe(idx)} at {at} by thread {tidx} of block "
+                      f"{bidx}, and still there when the kernel ends", at="")

@@ -5,7 +5,7 @@ import sys
 import threading
 
 FULL_MASK = 0xFFFFFFFF
-BARRIERS = ("syncthreads", "syncthreads_count", "syncthreads_and", "syncthreads_or")
+BARRIERS = ("syncthreads", "syncthreads_count", "syncthreads_and", "syncthreads_or", "grid_sync")
 
 _SKIP = [os.path.dirname(os.path.abspath(__file__)) + os.sep]  # + numba's simulator, by install
 _THREADING_FILE = threading.__file__
@@ -63,6 +63,8 @@ class Op:
         self.kind, self.mask, self.value, self.arg, self.site = kind, mask, value, arg, site
 
     def describe(self):
+        if self.kind == "grid_sync":
+            return "cg.this_grid().sync()"
         if self.kind in BARRIERS or self.kind == "activemask":
             return f"{self.kind}()"
         return f"{self.kind}(mask=0x{self.mask:08x})"

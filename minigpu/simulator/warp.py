@@ -24,6 +24,7 @@ import threading
 import numpy as np
 
 from .errors import SyncError
+from .indeterminate import Indeterminate
 from .sites import FULL_MASK, Op, site
 
 
@@ -84,6 +85,9 @@ def _current(kind):
 
 def _warp_op(kind, mask, value=None, arg=None):
     t = _current(kind)
+    for v, what in ((value, "value"), (arg, "lane argument"), (mask, "mask")):
+        if type(v) is Indeterminate and (what != "value" or not kind.startswith("shfl")):
+            v.use(f"given to cuda.{kind}() as its {what}")  # a shuffle passes a value on
     mask = int(mask) & FULL_MASK
     if not (mask >> t.lane) & 1:
         raise SyncError(f"cuda.{kind}(): mask 0x{mask:08x} does not include the calling lane "
