@@ -174,8 +174,9 @@ BUGS = {
         ("padded_with_zero", WRONG, [("x[i] if i < n else INF", "x[i] if i < n else float32(0)")],
          {}),
         ("wrong_direction", WRONG + RACE, [("((t & k) == 0)", "((t & j) == 0)")], {}),
-        ("ties_collide", RACE + WRONG, [("if w < v or (w == v and not left):", "if w < v:")],
-         {}),
+        # equal keys collide on one place and leave another unwritten: a later pass reads it
+        ("ties_collide", RACE + WRONG + UNINIT,
+         [("if w < v or (w == v and not left):", "if w < v:")], {}),
         ("last_run_unbounded", OOB, [("min(start + 2 * width, n)", "start + 2 * width")], {}),
         ("odd_even_transposition", budget("barriers per block of sort_blocks"),
          "sort_odd_even.py", {}),
