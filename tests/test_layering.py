@@ -6,6 +6,7 @@ printed (``python tests/test_layering.py``), and may not grow: the bounds below 
 numbers, for a later refactor (issue 23) to tighten.
 """
 import ast
+import functools
 import re
 from collections import defaultdict
 from pathlib import Path
@@ -98,7 +99,9 @@ def owner(target: str, known) -> str:
     return target
 
 
+@functools.lru_cache(maxsize=None)
 def graph():
+    """``(modules, [(importer, imported module, line, function-local?)])``, parsed once."""
     known = modules()
     edges = [(name, owner(t, known), line, local)
              for name, path in known.items() for t, line, local in imports(name, path, known)]
