@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from minigpu.backends.cpu import optim as cpu_optim
 from minigpu.backends.cuda import device, memory, optim
 from minigpu.lessons.fusion import adam_step_unfused_
+from test_optim import NumpyAdam
 
 SMALL = dict(block=32, max_blocks=2)
 PRODUCTION = dict(block=device.BLOCK, max_blocks=device.MAX_BLOCKS)
@@ -31,7 +32,7 @@ def tol_torch(dtype):
     return dict(rtol=1e-5, atol=1e-5) if dtype == np.float32 else dict(rtol=1e-10, atol=1e-12)
 
 
-# --- PyTorch's rules, transcribed line by line (torch/optim/sgd.py, adam.py) ------------------
+# --- PyTorch's rules, transcribed line by line (torch/optim/sgd.py; Adam is test_optim.NumpyAdam)
 class TorchSGD:
     def __init__(self, param, lr, momentum, dampening, weight_decay, nesterov):
         self.param = param.astype(np.float64)
@@ -56,30 +57,6 @@ class TorchSGD:
             else:
                 grad = buf
         self.param += -self.lr * grad                              # param.add_(grad, alpha=-lr)
-
-
-class TorchAdam:
-    def __init__(self, param, lr, beta1, beta2, eps, weight_decay):
-        self.param = param.astype(np.float64)
-        self.lr, self.beta1, self.beta2, self.eps, self.wd = lr, beta1, beta2, eps, weight_decay
-        self.exp_avg = np.zeros_like(self.param)
-        self.exp_avg_sq = np.zeros_like(self.param)
-        self.step_t = 0
-
-    def step(self, grad):
-        grad = grad.astype(np.float64)
-        self.step_t += 1
-        if self.wd != 0:
-            grad = grad + self.wd * self.param                     # grad.add(param, alpha=wd)
-        self.exp_avg += (1 - self.beta1) * (grad - self.exp_avg)   # exp_avg.lerp_(grad, 1-b1)
-        self.exp_avg_sq *= self.beta2                              # exp_avg_sq.mul_(beta2)
-        self.exp_avg_sq += (1 - self.beta2) * grad * grad          # .addcmul_(g, g, 1-b2)
-        bias_correction1 = 1 - self.beta1 ** self.step_t
-        bias_correction2 = 1 - self.beta2 ** self.step_t
-        step_size = self.lr / bias_correction1
-        bias_correction2_sqrt = math.sqrt(bias_correction2)
-        denom = np.sqrt(self.exp_avg_sq) / bias_correction2_sqrt + self.eps
-        self.param += -step_size * self.exp_avg / denom           # addcdiv_(m, denom, -ss)
 
 
 # --- trajectories -------------------------------------------------------------------------------
@@ -139,7 +116,8 @@ def adam_args(hp, step):
 def test_adam_trajectory_fused_unfused_reference_and_pytorch_rules(n, dtype, hp, steps, seed):
     rng = np.random.default_rng(seed)
     p0 = rng.standard_normal(n).astype(dtype)
-    torch_ref = TorchAdam(p0, **hp)
+    torch_ref = NumpyAdam([p0.astype(np.float64)], lr=hp["lr"], betas=(hp["beta1"], hp["beta2"]),
+                          eps=hp["eps"], weight_decay=hp["weight_decay"])
     zeros = np.zeros(n, dtype)
     cpu_state = [p0.copy(), zeros.copy(), zeros.copy()]
     fused = [up(p0), up(zeros), up(zeros)]
@@ -151,15 +129,15 @@ def test_adam_trajectory_fused_unfused_reference_and_pytorch_rules(n, dtype, hp,
         optim.adam_step_(fused[0], g_gpu, fused[1], fused[2], *adam_args(hp, step), **SMALL)
         adam_step_unfused_(unfused[0], g_gpu, unfused[1], unfused[2],
                                  *adam_args(hp, step), **SMALL)
-        torch_ref.step(g)
+        torch_ref.step([g.astype(np.float64)])
         for got_buf, ref in zip(fused, cpu_state):
             np.testing.assert_allclose(got_buf.copy_to_host(), ref, **tol_same(dtype))
         for a, b in zip(fused, unfused):
             np.testing.assert_allclose(a.copy_to_host(), b.copy_to_host(), rtol=1e-6, atol=1e-7)
         got = fused[0].copy_to_host()
         assert got.dtype == dtype
-        np.testing.assert_allclose(got, torch_ref.param, **tol_torch(dtype))
-        np.testing.assert_allclose(cpu_state[0], torch_ref.param, **tol_torch(dtype))
+        np.testing.assert_allclose(got, torch_ref.params[0], **tol_torch(dtype))
+        np.testing.assert_allclose(cpu_state[0], torch_ref.params[0], **tol_torch(dtype))
     assert np.array_equal(g_gpu.copy_to_host(), g)  # the gradient is never written
 
 

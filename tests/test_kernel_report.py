@@ -149,6 +149,42 @@ def test_registry_names_are_unique_and_cover_the_lessons():
         assert any(n.startswith(needle) for n in names), needle
 
 
+def test_every_production_kernel_has_a_mark():
+    """Each ``@cuda.jit`` kernel of ``backends/cuda/`` (module-level or built by a factory,
+    found in the modules' AST) is compiled by some ``@reported`` mark beside it, and a kernel
+    whose mark is dropped is reported by name and line."""
+    pytest.importorskip("numba")
+    specs = mi.production_specs()
+    assert mi.unmarked_kernels(specs) == []
+    from minigpu.backends.cuda import elementwise
+    kernels = mi.cuda_jit_kernels(elementwise)
+    assert {"where_strided", "dense_unary_kernel.<locals>.unary_dense"} <= set(kernels)
+    assert not any(name.startswith("unary_") for name in kernels)  # device functions are not
+    missing = mi.unmarked_kernels([s for s in specs if s.name != "elementwise.where_strided"])
+    assert missing == [f"{elementwise.__file__}:{kernels['where_strided']} where_strided"]
+
+
+def test_a_kernel_that_does_not_compile_fails_the_report(tmp_path):
+    """No kernel is skipped quietly: one that fails to compile is an error row, named on
+    stderr, and the report exits with status 1 even without --check."""
+    script = tmp_path / "broken_report.py"
+    script.write_text(
+        "import sys\nimport numpy as np\nfrom numba import cuda\n"
+        "from minigpu.tools import kernel_report as mi\n\n\n"
+        "@cuda.jit\ndef broken(x):\n    x[0] = undefined_name\n\n\n"
+        "mi.registry = lambda: [mi.KernelSpec('broken.k', broken, (np.zeros(1, np.float32),), 32)]\n"
+        "sys.exit(mi.main(['--json']))\n")
+    env = dict(os.environ)
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          env=env, timeout=300)
+    if proc.returncode == mi.TOOLCHAIN_MISSING:
+        pytest.skip(f"CUDA compiler toolchain not installed: {proc.stderr.strip()}")
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "broken.k: compile failed" in proc.stderr
+    assert json.loads(proc.stdout)["failures"][0].startswith("broken.k: compile failed")
+
+
 def _any_kernel_cli(*extra):
     env = dict(os.environ)
     env.pop("NUMBA_ENABLE_CUDASIM", None)

@@ -1,4 +1,5 @@
-"""``minigpu.lessons``: the one list of lessons, its records, the layering and the docs.
+"""``minigpu.lessons``: the one list of lessons, its records and the docs (the layering, that
+production never imports a lesson, is ``test_layering.py``).
 
 Every variant running and agreeing is ``test_bench.py::test_lessons_smoke`` (the benchmark
 runs exactly ``variant.run(experiment.build(inputs))``); the kernels compiling for sm_90 is
@@ -39,31 +40,6 @@ def test_docs_have_one_section_per_lesson():
     named = [re.search(r"\(lesson `(\w+)`\)", s) for s in sections]
     assert all(named), [s for s, m in zip(sections, named) if not m]
     assert sorted(m.group(1) for m in named) == sorted(lesson.name for lesson in lessons.ALL)
-
-
-def _imports(path):
-    """Absolute names of the modules (and ``from X import name`` targets) ``path`` imports."""
-    package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
-    for dots, module, names in re.findall(
-            r"^\s*from\s+(\.*)([\w.]*)\s+import\s+\(?([\w\s,]+)", path.read_text(), re.M):
-        base = package.split(".")[:len(package.split(".")) - len(dots) + 1] if dots else []
-        target = ".".join(base + ([module] if module else []))
-        yield target
-        yield from (f"{target}.{n.strip()}" for n in names.split(",") if n.strip())
-    yield from re.findall(r"^\s*import\s+([\w.]+)", path.read_text(), re.M)
-
-
-def test_production_never_imports_lessons_tools_nn_or_optim():
-    """No module of the backends, the ops or the Tensor layer imports a lesson, a tool, nn or
-    optim (``import minigpu`` loads nn and optim for the public API; the layering is about
-    which module depends on which)."""
-    production = [*(ROOT / "minigpu" / "backends").rglob("*.py"),
-                  *(ROOT / "minigpu" / "ops").rglob("*.py"),
-                  ROOT / "minigpu" / "tensor.py", ROOT / "minigpu" / "autograd.py"]
-    upward = ("minigpu.lessons", "minigpu.tools", "minigpu.nn", "minigpu.optim")
-    for path in production:
-        bad = [m for m in _imports(path) if m.startswith(upward)]
-        assert not bad, (path, bad)
 
 
 def test_every_experiment_says_what_to_look_for_and_lessons_have_pictures():

@@ -39,25 +39,44 @@ class NumpySGD:
 
 
 class NumpyAdam:
+    """``_single_tensor_adam`` of PyTorch 2.x, with both weight decays (L2, or decoupled as
+    AdamW) and amsgrad; ``NumpyAdamW`` is it with AdamW's defaults. The one NumPy Adam of the
+    tests (``test_optim_adaptive`` and ``test_cuda_optim`` import it)."""
+
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
-                 maximize=False):
+                 amsgrad=False, maximize=False, decoupled_weight_decay=False):
         self.params, self.lr, self.betas, self.eps = params, lr, betas, eps
-        self.weight_decay, self.maximize, self.t = weight_decay, maximize, 0
+        self.wd, self.amsgrad, self.maximize, self.t = weight_decay, amsgrad, maximize, 0
+        self.decoupled = decoupled_weight_decay
         self.m = [np.zeros_like(p) for p in params]
         self.v = [np.zeros_like(p) for p in params]
+        self.vmax = [np.zeros_like(p) for p in params]
 
     def step(self, grads):
         self.t += 1
         b1, b2 = self.betas
         for i, (p, g) in enumerate(zip(self.params, grads)):
             g = -g if self.maximize else g
-            if self.weight_decay:
-                g = g + self.weight_decay * p
-            self.m[i] += (1 - b1) * (g - self.m[i])          # exp_avg.lerp_(grad, 1 - beta1)
-            self.v[i] = b2 * self.v[i] + (1 - b2) * g * g
+            if self.decoupled:
+                p *= 1 - self.lr * self.wd                    # param.mul_(1 - lr * wd)
+            elif self.wd:
+                g = g + self.wd * p                           # grad.add(param, alpha=wd)
+            self.m[i] += (1 - b1) * (g - self.m[i])           # exp_avg.lerp_(grad, 1 - beta1)
+            self.v[i] = b2 * self.v[i] + (1 - b2) * g * g     # mul_(b2).addcmul_(g, g, 1-b2)
+            v = self.v[i]
+            if self.amsgrad:
+                self.vmax[i] = np.maximum(self.vmax[i], self.v[i])
+                v = self.vmax[i]
             step_size = self.lr / (1 - b1 ** self.t)
-            denom = np.sqrt(self.v[i]) / math.sqrt(1 - b2 ** self.t) + self.eps
-            p -= step_size * self.m[i] / denom
+            denom = np.sqrt(v) / math.sqrt(1 - b2 ** self.t) + self.eps
+            p -= step_size * self.m[i] / denom                # addcdiv_(m, denom, -step_size)
+
+
+class NumpyAdamW(NumpyAdam):
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
+                 amsgrad=False, maximize=False):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize,
+                         decoupled_weight_decay=True)
 
 
 CONFIGS = [
@@ -69,6 +88,7 @@ CONFIGS = [
     ("Adam", dict(lr=0.01)),
     ("Adam", dict(lr=0.02, betas=(0.5, 0.9), eps=1e-3, weight_decay=0.1)),
     ("Adam", dict(lr=0.02, maximize=True)),
+    ("Adam", dict(lr=0.02, weight_decay=0.1, decoupled_weight_decay=True, amsgrad=True)),
 ]
 REFERENCE = {"SGD": NumpySGD, "Adam": NumpyAdam}
 
@@ -161,6 +181,9 @@ def test_constructor_validation_like_pytorch():
         optim.SGD(p[0])
     with pytest.raises(NotImplementedError, match="amsgrad"):
         optim.Adam(p, amsgrad=True)
+    assert isinstance(optim.AdamW(p), optim.Adam)
+    assert optim.AdamW(p).defaults == optim.Adam(p, weight_decay=1e-2,
+                                                 decoupled_weight_decay=True).defaults
     assert optim.SGD(p).defaults["lr"] == 1e-3 and optim.Adam(p).defaults["betas"] == (0.9,
                                                                                         0.999)
 

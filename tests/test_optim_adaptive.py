@@ -20,39 +20,14 @@ from minigpu import nn, optim
 from minigpu.backends.cpu import optim as cpu_optim
 from minigpu.backends.cuda import device, memory
 from minigpu.backends.cuda import optim as cuda_optim
-from test_optim import check_round_trip, run_trajectory, small_mlp
+from test_optim import NumpyAdamW, check_round_trip, run_trajectory, small_mlp
 
 SMALL = dict(block=32, max_blocks=2)
 PRODUCTION = dict(block=device.BLOCK, max_blocks=device.MAX_BLOCKS)
 
 
-# --- PyTorch's rules, transcribed line by line (torch/optim/adamw.py, rmsprop.py, adagrad.py) ---
-class NumpyAdamW:
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
-                 amsgrad=False, maximize=False):
-        self.params, self.lr, self.betas, self.eps = params, lr, betas, eps
-        self.wd, self.amsgrad, self.maximize, self.t = weight_decay, amsgrad, maximize, 0
-        self.m = [np.zeros_like(p) for p in params]
-        self.v = [np.zeros_like(p) for p in params]
-        self.vmax = [np.zeros_like(p) for p in params]
-
-    def step(self, grads):
-        self.t += 1
-        b1, b2 = self.betas
-        for i, (p, g) in enumerate(zip(self.params, grads)):
-            g = -g if self.maximize else g
-            p *= 1 - self.lr * self.wd                        # param.mul_(1 - lr * wd)
-            self.m[i] += (1 - b1) * (g - self.m[i])           # exp_avg.lerp_(grad, 1 - beta1)
-            self.v[i] = b2 * self.v[i] + (1 - b2) * g * g     # mul_(b2).addcmul_(g, g, 1-b2)
-            v = self.v[i]
-            if self.amsgrad:
-                self.vmax[i] = np.maximum(self.vmax[i], self.v[i])
-                v = self.vmax[i]
-            step_size = self.lr / (1 - b1 ** self.t)
-            denom = np.sqrt(v) / math.sqrt(1 - b2 ** self.t) + self.eps
-            p -= step_size * self.m[i] / denom                # addcdiv_(m, denom, -step_size)
-
-
+# --- PyTorch's rules, transcribed line by line (torch/optim/rmsprop.py, adagrad.py; AdamW is
+# test_optim.NumpyAdamW) ---
 class NumpyRMSprop:
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0,
                  centered=False, maximize=False):

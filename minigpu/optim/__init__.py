@@ -4,13 +4,12 @@ state_dict layout, and ``optim.lr_scheduler``.
 Each ``step()`` updates every parameter with ONE fused primitive call (``sgd_step_``,
 ``adam_step_``, ...: one kernel per parameter on cuda), in place on the parameter's buffer.
 """
-from .adam import Adam
+from .adam import Adam, AdamW
 from .optimizer import Optimizer
 from .sgd import SGD
 
 from . import lr_scheduler
 from .adagrad import Adagrad
-from .adamw import AdamW
 from .rmsprop import RMSprop
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "lr_scheduler"]

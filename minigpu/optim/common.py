@@ -1,4 +1,4 @@
-"""What AdamW, RMSprop and Adagrad share: PyTorch's constructor checks, the host-side step
+"""What Adam(W), RMSprop and Adagrad share: PyTorch's constructor checks, the host-side step
 counter, and the step loop that hands each parameter with a gradient to one fused primitive.
 """
 from __future__ import annotations

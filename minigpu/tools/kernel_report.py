@@ -1,7 +1,8 @@
 """Static kernel report for the H200 (sm_90), no GPU needed:
 ``python -m minigpu.tools.kernel_report``.
 
-For every kernel in :func:`registry` (each family's production configuration, float32), it
+For every kernel in :func:`registry` (each family's production configuration, float32, as the
+``@reported`` mark beside the kernel says; then the lessons' kernels), it
 
 1. compiles the kernel to PTX for compute capability 9.0 with numba-cuda's NVVM
    (``cuda.compile_ptx``; no driver needed),
@@ -26,7 +27,9 @@ For every kernel in :func:`registry` (each family's production configuration, fl
         "float32, float32[::1], float32[::1]" --block 256 [--ptx] [--sass]   # any kernel
 
 Goals (``--check``): no spills; no float64 instruction in a float32 kernel (unless the
-registry says why one is expected); GEMM FFMA : LDS >= 4.
+kernel's mark says why one is expected); GEMM FFMA : LDS >= 4. A kernel that fails to compile
+always exits with status 1, ``--check`` or not, and a ``@cuda.jit`` kernel of the cuda backend
+with no mark stops the report before it starts (:class:`UnmarkedKernel`).
 
 Numba decides at import time whether it simulates CUDA, so this report must run with
 ``NUMBA_ENABLE_CUDASIM`` unset: when it is set to 1 (the test suite sets it), the command
@@ -40,11 +43,13 @@ differently; the launch-time truth is ``kernel.get_regs_per_thread()``.
 from __future__ import annotations
 
 import argparse
+import ast
 import functools
 import importlib
 import importlib.util
 import json
 import os
+import pkgutil
 import re
 import shutil
 import subprocess
@@ -57,7 +62,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .. import lessons
-from ..lessons.record import KernelSpec
+from ..backends.cuda.kernelspec import EXAMPLES, MARK, KernelSpec
 
 CC = (9, 0)
 ARCH = "sm_90"
@@ -65,180 +70,99 @@ GEMM_RATIO_GOAL = 4.0
 TOOLCHAIN_MISSING = 3  # exit status when NVVM or ptxas cannot be found
 
 
-# --- the registry -------------------------------------------------------------------------------
-def _cuda_module(name):
-    # importlib, because ``minigpu.backends.cuda`` re-exports functions named like its modules
-    # (``matmul``, ``reduce``, ...).
-    return importlib.import_module(f"minigpu.backends.cuda.{name}")
+# --- the registry: the marks beside the kernels, then the lessons' kernels ---------------------
+CUDA_PACKAGE = "minigpu.backends.cuda"
+
+
+class UnmarkedKernel(RuntimeError):
+    """A ``@cuda.jit`` kernel of the cuda backend that no ``@reported`` mark compiles."""
+
+
+def _cuda_modules():
+    """Every module of the cuda backend, imported (importlib, because the package re-exports
+    functions named like its modules: ``matmul``, ``reduce``, ...)."""
+    package = importlib.import_module(CUDA_PACKAGE)
+    return [importlib.import_module(f"{CUDA_PACKAGE}.{info.name}")
+            for info in pkgutil.iter_modules(package.__path__)]
+
+
+def _home(obj):
+    """The module that defines ``obj`` (a kernel's is its Python function's)."""
+    return getattr(getattr(obj, "py_func", obj), "__module__", None)
+
+
+def production_specs() -> list[KernelSpec]:
+    """The specialisations every ``@reported`` mark of the cuda backend asks for
+    (``backends/cuda/kernelspec.py``), named ``<module>.<name>``, in module then definition
+    order. A mark whose specs cannot be built raises: nothing is skipped."""
+    specs = []
+    for module in _cuda_modules():
+        family = module.__name__.rsplit(".", 1)[1]
+        for obj in vars(module).values():
+            build = getattr(obj, MARK, None)
+            if build is None or _home(obj) != module.__name__:
+                continue
+            specs += [spec._replace(name=f"{family}.{spec.name}")
+                      for spec in build(obj, EXAMPLES)]
+    return specs
+
+
+def cuda_jit_kernels(module) -> dict[str, int]:
+    """``{qualified name: line}`` of every ``@cuda.jit`` kernel (not ``device=True``) defined
+    in ``module``'s source, module-level or inside a factory, read from its AST."""
+    found = {}
+
+    def is_kernel(decorator):
+        call = decorator if isinstance(decorator, ast.Call) else None
+        target = call.func if call else decorator
+        if not (isinstance(target, ast.Attribute) and target.attr == "jit"
+                and isinstance(target.value, ast.Name) and target.value.id == "cuda"):
+            return False
+        return not any(k.arg == "device" and not (isinstance(k.value, ast.Constant)
+                                                   and k.value.value is False)
+                       for k in (call.keywords if call else ()))
+
+    def visit(node, prefix):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                name = prefix + child.name
+                if any(is_kernel(d) for d in child.decorator_list):
+                    found[name] = child.lineno
+                visit(child, name + ".<locals>.")
+            elif isinstance(child, ast.ClassDef):
+                visit(child, prefix + child.name + ".")
+            else:
+                visit(child, prefix)
+
+    visit(ast.parse(Path(module.__file__).read_text()), "")
+    return found
+
+
+def unmarked_kernels(specs) -> list[str]:
+    """``path:line name`` of each ``@cuda.jit`` kernel of the cuda backend that none of
+    ``specs`` compiles (matched by the kernels' Python functions)."""
+    covered = {(s.kernel.py_func.__module__, s.kernel.py_func.__qualname__) for s in specs}
+    missing = []
+    for module in _cuda_modules():
+        for name, line in cuda_jit_kernels(module).items():
+            if (module.__name__, name) not in covered:
+                missing.append(f"{module.__file__}:{line} {name}")
+    return missing
 
 
 def registry() -> list[KernelSpec]:
-    """Every production kernel family's kernels, at their production configuration, float32,
-    then the lessons' own kernels (``lessons.ALL``).
+    """Every production kernel, at its production configuration, float32, from the marks
+    beside the kernels (:func:`production_specs`), then the lessons' own kernels
+    (``lessons.ALL``). Raises :class:`UnmarkedKernel` when a ``@cuda.jit`` kernel of the cuda
+    backend has no mark that compiles it.
 
     Imports the kernel modules (so call it without the simulator for real numbers)."""
-    import numpy as np
-
-    dev = _cuda_module("device")
-    E, Mem, T, R = (_cuda_module(m) for m in ("elementwise", "memory", "transpose", "reduce"))
-    MM, S, C, P = (_cuda_module(m) for m in ("matmul", "softmax", "conv", "pool"))
-    I, L, O, RNG = (_cuda_module(m) for m in ("indexing", "lstm", "optim", "random"))
-
-    f32 = np.dtype(np.float32)
-    f = np.zeros(1, f32)                 # float32[::1]
-    f2 = np.zeros((1, 1), f32)           # float32[:, ::1]
-    i64 = np.zeros(1, np.int64)
-    b8 = np.zeros(1, np.bool_)
-    s = np.float32(0)                    # a float32 scalar
-    t2, t3, t4, t6, t8 = ((1,) * k for k in (2, 3, 4, 6, 8))  # int64 tuples
-    block = dev.BLOCK
-    specs = []
-
-    def add(name, kernel, args, blk=block, **kw):
-        specs.append(KernelSpec(name, kernel, tuple(args), int(blk), **kw))
-
-    # elementwise: the dense and strided bodies for a few ops, where, and the divergence pair
-    for op in ("relu", "exp", "tanh", "sigmoid"):
-        add(f"elementwise.unary_dense[{op}]", E.map_kernel("unary", op, "dense"),
-            (f, 0, f, s, s))
-    add("elementwise.unary_strided[relu]", E.map_kernel("unary", "relu", "strided"),
-        (f, t2, t2, 0, f, s, s))
-    for op in ("add", "relu_grad"):
-        add(f"elementwise.binary_dense[{op}]", E.map_kernel("binary", op, "dense"),
-            (f, 0, f, 0, f, s, s))
-    add("elementwise.binary_strided[add]", E.map_kernel("binary", "add", "strided"),
-        (f, t2, t2, 0, f, t2, 0, f, s, s))
-    add("elementwise.where_dense", E.where_dense, (b8, 0, f, 0, f, 0, f))
-    add("elementwise.unary_dense[leaky_relu]", E.map_kernel("unary", "leaky_relu", "dense"),
-        (f, 0, f, s, s))
-
-    # memory
-    add("memory.fill", Mem.fill_kernel, (f, s))
-    add("memory.gather_strided", Mem.gather_strided_kernel, (f, t2, t2, 0, f))
-    add("memory.scatter_strided", Mem.scatter_strided_kernel, (f, t2, t2, 0, f))
-
-    # transpose: the production tile
-    tile, rows = T.PRODUCTION_TILE, T.PRODUCTION_BLOCK_ROWS
-    targs = (f, 0, 1, 0, 1, 1, 1, f)
-    add(f"transpose.tiled_padded[{tile}x{rows}]", T.tiled_kernel(tile, rows, 1, f32), targs,
-        tile * rows)
-
-    # reduce. The row kernels take a (rows, splits) grid: one launch covers both passes of a
-    # split row.
-    rb = R.PRODUCTION_BLOCK
-    add(f"reduce.row[sum,{rb}]", R.row_reduce_kernel("sum", f32, rb, True), (f, 1, 1, s, f),
-        rb)
-    add(f"reduce.row[max,{rb}]", R.row_reduce_kernel("max", f32, rb, True), (f, 1, 1, s, f),
-        rb)
-    split = R.COLUMN_SPLIT
-    add(f"reduce.column[sum,{rb // split}x{split}]",
-        R.column_reduce_kernel("sum", f32, rb // split, split), (f, 1, 1, 1, s, f), rb)
-    add(f"reduce.column[sum,{rb}x1]", R.column_reduce_kernel("sum", f32, rb, 1),
-        (f, 1, 1, 1, s, f), rb)
-    add(f"reduce.row_arg[max,{rb}]", R.row_argreduce_kernel("max", f32, rb, True),
-        (f, i64, 1, 1, s, f, i64), rb)
-    add(f"reduce.row_arg_pairs[max,{rb}]",  # pass 2 of a split row: (value, index) partials
-        R.row_argreduce_kernel("max", f32, rb, True, True), (f, i64, 1, 1, s, f, i64), rb)
-    add("reduce.column_arg[max]", R.column_argreduce_kernel("max", f32), (f, 1, 1, 1, f, i64),
-        rb)
-    # matmul: the production GEMM (the ladder's other rungs are the matmul lesson's)
-    cfg = MM.PRODUCTION
-    threads = (cfg["BM"] // cfg["TM"]) * (cfg["BN"] // cfg["TN"])
-    label = f"{cfg['BM']}x{cfg['BN']}x{cfg['BK']},{cfg['TM']}x{cfg['TN']}"
-    add(f"matmul.register_tiled[{label}]", MM.matmul_register_tiled_kernel(f32, **cfg),
-        (f, 0, 0, 0, 0, True, f, 0, 0, 0, 0, True, f, 1, 1, 1, 1), threads, ffma_lds="goal")
-
-    # softmax
-    warp_rows = 4  # softmax.WARP_ROWS on a GPU
-    for log in (False, True):
-        tag = "log_softmax" if log else "softmax"
-        add(f"softmax.{tag}_block[{rb}]", S.softmax_block_kernel(f32, rb, True, log),
-            (f, 1, s, s, f), rb)
-        add(f"softmax.{tag}_warp", S.softmax_warp_kernel(f32, log), (f, 1, 1, s, s, f),
-            32 * warp_rows)
-    add(f"softmax.backward_block[{rb}]", S.softmax_backward_block_kernel(f32, rb, True, False),
-        (f, f, 1, s, f), rb)
-    add("softmax.backward_warp", S.softmax_backward_warp_kernel(f32, False),
-        (f, f, 1, 1, s, f), 32 * warp_rows)
-
-    # conv: im2col/col2im
-    add("conv.im2col", C.im2col_kernel, (f, t4, 0, t6, t8, f))
-    add("conv.col2im", C.col2im_kernel, (f, t3, 0, t6, t8, f))
-
-    # pool
-    add("pool.maxpool2d", P.maxpool2d_kernel, (f, t4, 0, t6, t6, f, i64))
-    add("pool.maxpool2d_backward", P.maxpool2d_backward_kernel, (f, t4, 0, i64, t4, 0, t6, f))
-    add("pool.avgpool2d", P.avgpool2d_kernel, (f, t4, 0, t6, t6, True, f))
-    add("pool.avgpool2d_backward", P.avgpool2d_backward_kernel, (f, t4, 0, t6, t6, True, f))
-
-    # indexing
-    add("indexing.gather", I.gather_kernel, (f, t2, 0, i64, 1, 0, f))
-    add("indexing.scatter", I.scatter_kernel, (i64, 1, 0, f, 1, 0, f2))
-    add("indexing.index_select", I.index_select_kernel, (f, t2, 0, i64, 1, 0, f2))
-    add("indexing.index_add", I.index_add_kernel, (i64, 1, 0, 1, f, t2, 0, f2))
-
-    # lstm: the fused cell
-    add("lstm.cell", L.lstm_cell_kernel, (f, 1, 1, 0, f, 1, 1, 0, f, f, f, 1, s))
-    add("lstm.cell_backward", L.lstm_cell_backward_kernel,
-        (f, 1, 1, 0, f, 1, 1, 0, f, 1, 1, 0, f, 1, 1, 0, f, 1, 1, 0, f, f, 1, s))
-
-    # optim: fused steps
-    add("optim.sgd", O.sgd_kernel, (f, f, s, s, True))
-    add("optim.sgd_momentum", O.sgd_momentum_kernel, (f, f, f, s, s, s, s, True, True, True))
-    add("optim.adam", O.adam_kernel, (f, f, f, f, s, s, s, s, s, s, s, s, True))
-    add("optim.adamw", O.adamw_kernel, (f, f, f, f, f) + (s,) * 8 + (True,))
-    add("optim.rmsprop", O.rmsprop_kernel, (f, f, f, f, f, s, s, s, s, s, True, True, True, s))
-    add("optim.adagrad", O.adagrad_kernel, (f, f, f, s, s, s, True))
-
-    # layernorm: warp-per-row forward and backward (4 warps per block), column param grads
-    LN = _cuda_module("layernorm")
-    ln_block = dev.WARP_SIZE * 4  # layernorm.WARP_ROWS on a GPU
-    add("layernorm.forward", LN.layer_norm_kernel(True, True),
-        (f, f, f, 1, 1, s, s, s, s, f, f, f), ln_block)
-    add("layernorm.backward", LN.layer_norm_backward_kernel(True),
-        (f, f, f, f, f, 1, 1, s, s, f), ln_block)
-    add("layernorm.param_grad", LN.layer_norm_param_grad_kernel, (f, f, f, f, 1, 1, s, f, f))
-
-    # the newer table ops: one dense kernel per op (the strided body is the same per op)
-    trig = ("libdevice sinf/cosf: Payne-Hanek reduction for |x| > 105615 (float64 "
-            "arithmetic on that slow path only)")
-    for op in ("sin", "cos", "log1p", "expm1", "floor", "ceil", "round", "trunc", "isnan",
-               "isinf", "gelu", "gelu_tanh", "silu", "softplus", "elu"):
-        add(f"elementwise.unary_dense[{op}]", E.map_kernel("unary", op, "dense"),
-            (f, 0, b8 if op in ("isnan", "isinf") else f, s, s),
-            f64_reason=trig if op in ("sin", "cos") else None)
-    for op in ("floor_divide", "remainder", "gelu_grad", "gelu_tanh_grad", "silu_grad",
-               "softplus_grad", "elu_grad"):
-        add(f"elementwise.binary_dense[{op}]", E.map_kernel("binary", op, "dense"),
-            (f, 0, f, 0, f, s, s))
-
-    # random
-    u32 = np.uint32(0)
-    add("random.uniform", RNG.uniform_kernel(f32), (f, u32, u32))
-    add("random.normal", RNG.normal_kernel(f32), (f, u32, u32, u32),
-        f64_reason="libdevice cosf: Payne-Hanek reduction for |x| > 105615, never taken "
-                   "(argument < 2 pi); see random.py")
-
-    # scan, compaction, gathers/scatters along a dim, bitonic sort
-    SC, SO = _cuda_module("scan"), _cuda_module("sort")
-    sb, ob = SC.PRODUCTION_BLOCK, SO.PRODUCTION_BLOCK
-    add(f"scan.row_blelloch[sum,{sb}]", SC.scan_row_kernel("sum", f32, sb, False, False),
-        (f, 1, 1, s, f, f), sb)
-    add(f"scan.row_blelloch[prod,exclusive,reverse,{sb}]",
-        SC.scan_row_kernel("prod", f32, sb, True, True), (f, 1, 1, s, f, f), sb)
-    add("scan.propagate[sum]", SC.propagate_kernel("sum"), (f, 1, 1, 1, f, True))
-    add("scan.column[sum]", SC.scan_column_kernel("sum", False, False), (f, 1, 1, s, f))
-    add("scan.compact", SC.compact_kernel, (f, b8, i64, f))
-    add("scan.expand", SC.expand_kernel, (f, b8, i64, s, f))
-    add("indexing.gather_dim", I.gather_dim_kernel, (f, t2, 0, 1, i64, t2, t2, 0, f))
-    add("indexing.scatter_add_dim", I.scatter_add_dim_kernel,
-        (f, t2, 0, 1, i64, t2, t2, 0, t2, f))
-    add(f"sort.bitonic_tile[{ob}]", SO.bitonic_tile_kernel(f32, ob, False), (f, i64, 1, 1, 1, 1),
-        ob)
-    add("sort.bitonic_step", SO.bitonic_step_kernel(False), (f, i64, 1, 1, 1, 1))
-    add("sort.pad_rows", SO.pad_rows_kernel, (f, 1, 1, f, i64))
-
-    # the lessons' own kernels (their production kernels are listed above)
+    specs = production_specs()
+    missing = unmarked_kernels(specs)
+    if missing:
+        raise UnmarkedKernel("kernels with no @reported mark (backends/cuda/kernelspec.py) "
+                             "that compiles them, so the static report cannot check them: "
+                             + "; ".join(missing))
     for lesson in lessons.ALL:
         specs += lesson.kernels()
     return specs
@@ -756,7 +680,10 @@ def main(argv=None) -> int:
         print(f"no kernel matches {args.kernel}; see --list", file=sys.stderr)
         return 2
     print(to_json(reports, meta) if args.json else format_table(reports, meta))
-    return 1 if args.check and check(reports) else 0
+    broken = [r for r in reports if r.error]
+    for r in broken:
+        print(f"{r.name}: {r.error}", file=sys.stderr)
+    return 1 if broken or (args.check and check(reports)) else 0
 
 
 if __name__ == "__main__":

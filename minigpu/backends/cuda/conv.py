@@ -31,11 +31,13 @@ from numba import cuda, float32
 
 from ..contract import View, conv_out_size, pair
 from .device import current_stream, empty, launch_1d
+from .kernelspec import KernelSpec, reported
 from .memory import full
 from .strided import unravel4
 
 
 # --- im2col ---------------------------------------------------------------------------------------
+@reported(lambda k, x: [KernelSpec("im2col", k, (x.f, x.t4, 0, x.t6, x.t8, x.f), x.block)])
 @cuda.jit
 def im2col_kernel(x, xs, xoff, dims, geom, out):
     """Unroll receptive fields: ``out[n, (c*kh + ki)*kw + kj, oh*OW + ow] = x_pad[n, c, ih, iw]``
@@ -91,6 +93,7 @@ def im2col(x: View, kernel, stride, padding, dilation=(1, 1), *, block=None,
 
 
 # --- col2im ---------------------------------------------------------------------------------------
+@reported(lambda k, x: [KernelSpec("col2im", k, (x.f, x.t3, 0, x.t6, x.t8, x.f), x.block)])
 @cuda.jit
 def col2im_kernel(cols, cs, coff, dims, geom, out):
     """Fold columns back: ``out[n, c, h, w] = sum of cols[n, (c*kh + ki)*kw + kj, oh*OW + ow]``

@@ -49,6 +49,7 @@ from .. import optable
 from ..contract import BINARY_OPS, UNARY_OPS, View, result_dtype
 from .blocks import launch, launch_specialized, max_nan, min_nan
 from .device import empty, launch_1d, scalar
+from .kernelspec import KernelSpec, reported
 from .strided import strided_offset
 
 
@@ -523,6 +524,7 @@ def _binary_strided(f):
     return binary_strided
 
 
+@reported(lambda k, x: [KernelSpec("where_dense", k, (x.b8, 0, x.f, 0, x.f, 0, x.f), x.block)])
 @cuda.jit
 def where_dense(c, co, x, xo, y, yo, out):
     """out[i] = x[xo + i] if c[co + i] else y[yo + i] over dense operands.
@@ -537,6 +539,8 @@ def where_dense(c, co, x, xo, y, yo, out):
         out[i] = x[xo + i] if c[co + i] else y[yo + i]
 
 
+@reported(lambda k, x: [KernelSpec("where_strided", k, (x.b8, x.t2, x.t2, 0, x.f, x.t2, 0, x.f,
+                                                             x.t2, 0, x.f), x.block)])
 @cuda.jit
 def where_strided(c, shape, cs, co, x, xs, xo, y, ys, yo, out):
     """out[i] = x[...] if c[...] else y[...] with each operand at its own strides.
@@ -557,6 +561,29 @@ _BODIES = {("unary", "dense"): dense_unary_kernel, ("unary", "strided"): _unary_
 _OPS = {"unary": UNARY, "binary": BINARY}
 
 
+def _map_kernel_specs(k, x):
+    """The dense body of every op the report covers, and the strided bodies once each (a
+    strided body is the same per op)."""
+    trig = ("libdevice sinf/cosf: Payne-Hanek reduction for |x| > 105615 (float64 "
+            "arithmetic on that slow path only)")
+    unary = ("relu", "exp", "tanh", "sigmoid", "leaky_relu", "sin", "cos", "log1p", "expm1",
+             "floor", "ceil", "round", "trunc", "isnan", "isinf", "gelu", "gelu_tanh", "silu",
+             "softplus", "elu")
+    binary = ("add", "relu_grad", "floor_divide", "remainder", "gelu_grad", "gelu_tanh_grad",
+              "silu_grad", "softplus_grad", "elu_grad")
+    specs = [KernelSpec(f"unary_dense[{op}]", k("unary", op, "dense"),
+                        (x.f, 0, x.b8 if op in ("isnan", "isinf") else x.f, x.s, x.s), x.block,
+                        f64_reason=trig if op in ("sin", "cos") else "") for op in unary]
+    specs += [KernelSpec(f"binary_dense[{op}]", k("binary", op, "dense"),
+                         (x.f, 0, x.f, 0, x.f, x.s, x.s), x.block) for op in binary]
+    return specs + [
+        KernelSpec("unary_strided[relu]", k("unary", "relu", "strided"),
+                   (x.f, x.t2, x.t2, 0, x.f, x.s, x.s), x.block),
+        KernelSpec("binary_strided[add]", k("binary", "add", "strided"),
+                   (x.f, x.t2, x.t2, 0, x.f, x.t2, 0, x.f, x.s, x.s), x.block)]
+
+
+@reported(_map_kernel_specs)
 @functools.lru_cache(maxsize=None)
 def map_kernel(kind: str, op: str, path: str):
     """The kernel applying op ``op`` of ``kind`` ('unary'/'binary') on path 'dense'/'strided'.

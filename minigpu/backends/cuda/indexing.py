@@ -23,12 +23,14 @@ from numba import cuda, float32
 
 from ..contract import View, contiguous_strides, numel
 from .device import current_stream, empty, launch_1d
+from .kernelspec import KernelSpec, reported
 from .memory import contiguous, full
 
 
 
 
 
+@reported(lambda k, x: [KernelSpec("gather", k, (x.f, x.t2, 0, x.i64, 1, 0, x.f), x.block)])
 @cuda.jit
 def gather_kernel(x, xs, xoff, idx, istride, ioff, out):
     """``out[r] = x[r, idx[r]]``.
@@ -56,6 +58,7 @@ def gather(x: View, idx: View, *, block=None, max_blocks=None):
     return out
 
 
+@reported(lambda k, x: [KernelSpec("scatter", k, (x.i64, 1, 0, x.f, 1, 0, x.f2), x.block)])
 @cuda.jit
 def scatter_kernel(idx, istride, ioff, src, sstride, soff, out):
     """``out[r, c] = src[r] if c == idx[r] else 0`` for an ``(R, C)`` output.
@@ -91,6 +94,7 @@ def scatter(idx: View, src: View, c, *, block=None, max_blocks=None):
     return out
 
 
+@reported(lambda k, x: [KernelSpec("index_select", k, (x.f, x.t2, 0, x.i64, 1, 0, x.f2), x.block)])
 @cuda.jit
 def index_select_kernel(w, ws, woff, idx, istride, ioff, out):
     """``out[n, d] = w[idx[n], d]`` for an ``(N, D)`` output (an embedding lookup).
@@ -121,6 +125,7 @@ def index_select(w: View, idx: View, *, block=None, max_blocks=None):
     return out
 
 
+@reported(lambda k, x: [KernelSpec("index_add", k, (x.i64, 1, 0, 1, x.f, x.t2, 0, x.f2), x.block)])
 @cuda.jit
 def index_add_kernel(idx, istride, ioff, rows, src, ss, soff, out):
     """``out[idx[n], d] += src[n, d]`` for ``n < rows``, into a zeroed ``(V, D)`` output.
@@ -166,6 +171,8 @@ def index_add(idx: View, src: View, v, *, block=None, max_blocks=None):
 
 
 # --- along a dim: torch.gather and torch.scatter_add ----------------------------------------
+@reported(lambda k, x: [KernelSpec("gather_dim", k, (x.f, x.t2, 0, 1, x.i64, x.t2, x.t2, 0, x.f),
+                                   x.block)])
 @cuda.jit
 def gather_dim_kernel(x, xs, xoff, dim, idx, ishape, istrides, ioff, out):
     """``out[c] = x[c with coordinate dim replaced by idx[c]]`` for every coordinate ``c`` of
@@ -192,6 +199,8 @@ def gather_dim_kernel(x, xs, xoff, dim, idx, ishape, istrides, ioff, out):
         out[i] = x[xpos + idx[ipos] * xs[dim]]
 
 
+@reported(lambda k, x: [KernelSpec(
+    "scatter_add_dim", k, (x.f, x.t2, 0, 1, x.i64, x.t2, x.t2, 0, x.t2, x.f), x.block)])
 @cuda.jit
 def scatter_add_dim_kernel(src, ss, soff, dim, idx, ishape, istrides, ioff, os_, out):
     """``out[c with coordinate dim replaced by idx[c]] += src[c]`` for every coordinate ``c``

@@ -50,10 +50,12 @@ from numba import cuda
 
 from ..contract import View
 from .device import SIMULATOR, WARP_SIZE, current_stream, empty, grid_1d, scalar
+from .kernelspec import KernelSpec, reported
 from .blocks import FULL_MASK, WARP_SHUFFLE, warp_allreduce
 from .memory import dense, full
 
-WARP_ROWS = 2 if SIMULATOR else 4   # rows (warps) per block of the row kernels
+PRODUCTION_WARP_ROWS = 4           # rows (warps) per block of the row kernels on a GPU
+WARP_ROWS = 2 if SIMULATOR else PRODUCTION_WARP_ROWS
 COLUMN_BLOCK = 32 if SIMULATOR else 256  # threads per block of the dw/db column kernel
 
 
@@ -70,6 +72,9 @@ def welford_merge(na, ma, m2a, nb, mb, m2b):
     return n, ma + d * (nb / n), m2a + m2b + d * d * (na * nb / n)
 
 
+@reported(lambda k, x: [KernelSpec("forward", k(True, True),
+                                   (x.f, x.f, x.f, 1, 1, x.s, x.s, x.s, x.s, x.f, x.f, x.f),
+                                   WARP_SIZE * PRODUCTION_WARP_ROWS)])
 @functools.lru_cache(maxsize=None)
 def layer_norm_kernel(has_weight, has_bias):
     @cuda.jit
@@ -122,6 +127,9 @@ def layer_norm_kernel(has_weight, has_bias):
     return layer_norm
 
 
+@reported(lambda k, x: [KernelSpec("backward", k(True),
+                                   (x.f, x.f, x.f, x.f, x.f, 1, 1, x.s, x.s, x.f),
+                                   WARP_SIZE * PRODUCTION_WARP_ROWS)])
 @functools.lru_cache(maxsize=None)
 def layer_norm_backward_kernel(has_weight):
     warp_sum = warp_allreduce("sum")
@@ -159,6 +167,8 @@ def layer_norm_backward_kernel(has_weight):
     return layer_norm_backward
 
 
+@reported(lambda k, x: [KernelSpec("param_grad", k, (x.f, x.f, x.f, x.f, 1, 1, x.s, x.f, x.f),
+                                   x.block)])
 @cuda.jit
 def layer_norm_param_grad_kernel(g, x, mean, rstd, R, C, zero, dw, db):
     """dw[c] = sum_r g[r, c] * xhat[r, c] and db[c] = sum_r g[r, c].

@@ -47,6 +47,7 @@ from numba import cuda, float32
 
 from ..contract import View
 from .device import current_stream, empty, launch_1d, scalar
+from .kernelspec import KernelSpec, reported
 
 
 @cuda.jit(device=True, inline=True)
@@ -58,6 +59,8 @@ def sigmoid(x, one):
     return num / (one + e)
 
 
+@reported(lambda k, x: [KernelSpec("cell", k, (x.f, 1, 1, 0, x.f, 1, 1, 0, x.f, x.f, x.f, 1, x.s),
+                                   x.block)])
 @cuda.jit
 def lstm_cell_kernel(g, gs0, gs1, go, cp, cs0, cs1, co, h, c, act, hidden, one):
     """One LSTM step's pointwise math for an (N, H) state.
@@ -91,6 +94,8 @@ def lstm_cell_kernel(g, gs0, gs1, go, cp, cs0, cs1, co, h, c, act, hidden, one):
         act[a + 3 * hidden] = o
 
 
+@reported(lambda k, x: [KernelSpec("cell_backward", k, (x.f, 1, 1, 0) * 5 + (x.f, x.f, 1, x.s),
+                                   x.block)])
 @cuda.jit
 def lstm_cell_backward_kernel(a, as0, as1, ao, cp, cps0, cps1, cpo, cc, ccs0, ccs1, cco,
                               gh, ghs0, ghs1, gho, gc, gcs0, gcs1, gco, dg, dcp, hidden,

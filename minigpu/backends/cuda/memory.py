@@ -13,10 +13,12 @@ from ..contract import View, is_contiguous
 from . import transpose
 from .blocks import launch
 from .device import current_stream, empty, scalar
+from .kernelspec import KernelSpec, reported
 from .elementwise import convert
 from .strided import strided_offset
 
 
+@reported(lambda k, x: [KernelSpec("fill", k, (x.f, x.s), x.block)])
 @cuda.jit
 def fill_kernel(out, value):
     """One thread per element (grid-stride): out[i] = value. Consecutive threads write
@@ -26,6 +28,7 @@ def fill_kernel(out, value):
         out[i] = value
 
 
+@reported(lambda k, x: [KernelSpec("gather_strided", k, (x.f, x.t2, x.t2, 0, x.f), x.block)])
 @cuda.jit
 def gather_strided_kernel(src, shape, strides, offset, out):
     """One thread per output element (grid-stride): out[i] = src[strided position of i].
@@ -35,6 +38,7 @@ def gather_strided_kernel(src, shape, strides, offset, out):
         out[i] = src[strided_offset(i, shape, strides, offset)]
 
 
+@reported(lambda k, x: [KernelSpec("scatter_strided", k, (x.f, x.t2, x.t2, 0, x.f), x.block)])
 @cuda.jit
 def scatter_strided_kernel(src, shape, strides, offset, dst):
     """One thread per source element: dst[strided position of i] = src[i] (assignment into

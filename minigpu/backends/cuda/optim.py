@@ -31,6 +31,7 @@ from numba import cuda
 
 from .blocks import launch_specialized
 from .device import current_stream, launch_1d, scalar
+from .kernelspec import KernelSpec, reported
 
 
 def check_buffers(*bufs):
@@ -44,6 +45,7 @@ def check_buffers(*bufs):
 
 
 # --- SGD ------------------------------------------------------------------------------------------
+@reported(lambda k, x: [KernelSpec("sgd", k, (x.f, x.f, x.s, x.s, True), x.block)])
 @cuda.jit
 def sgd_kernel(p, g, lr, weight_decay, use_wd):
     """Plain SGD: ``p -= lr * (g + wd*p)``.
@@ -59,6 +61,8 @@ def sgd_kernel(p, g, lr, weight_decay, use_wd):
         p[i] = p[i] - lr * d
 
 
+@reported(lambda k, x: [KernelSpec("sgd_momentum", k, (x.f, x.f, x.f) + (x.s,) * 4 + (True,) * 3,
+                                   x.block)])
 @cuda.jit
 def sgd_momentum_kernel(p, g, buf, lr, momentum, one_minus_dampening, weight_decay, use_wd,
                         nesterov, first_step):
@@ -118,6 +122,7 @@ def adam_scalars(step, lr, beta1, beta2, eps, weight_decay, dtype):
         beta1, 1 - beta1, beta2, 1 - beta2, lr / bc1, math.sqrt(bc2), eps, weight_decay))
 
 
+@reported(lambda k, x: [KernelSpec("adam", k, (x.f,) * 4 + (x.s,) * 8 + (True,), x.block)])
 @cuda.jit
 def adam_kernel(p, g, m, v, beta1, one_minus_beta1, beta2, one_minus_beta2, step_size,
                 bc2_sqrt, eps, weight_decay, use_wd):
@@ -168,6 +173,7 @@ def adam_step_(param_buf, grad_buf, exp_avg_buf, exp_avg_sq_buf, step, lr, beta1
 
 
 # --- AdamW, RMSprop, Adagrad: the same one-kernel-per-parameter pattern ----------------
+@reported(lambda k, x: [KernelSpec("adamw", k, (x.f,) * 5 + (x.s,) * 8 + (True,), x.block)])
 @cuda.jit
 def adamw_kernel(p, g, m, v, vmax, decay, beta1, one_minus_beta1, beta2, one_minus_beta2,
                  step_size, bc2_sqrt, eps, amsgrad):
@@ -222,6 +228,8 @@ def with_l2(d, pi, weight_decay, use_wd):
     return d
 
 
+@reported(lambda k, x: [KernelSpec("rmsprop", k, (x.f,) * 5 + (x.s,) * 5 + (True,) * 3 + (x.s,),
+                                   x.block)])
 @cuda.jit
 def rmsprop_kernel(p, g, sq, gavg, buf, lr, alpha, one_minus_alpha, eps, weight_decay, use_wd,
                    centered, use_momentum, momentum):
@@ -275,6 +283,7 @@ def rmsprop_step_(param_buf, grad_buf, square_avg_buf, grad_avg_buf, momentum_bu
         momentum_buf is not None, mom)
 
 
+@reported(lambda k, x: [KernelSpec("adagrad", k, (x.f, x.f, x.f, x.s, x.s, x.s, True), x.block)])
 @cuda.jit
 def adagrad_kernel(p, g, acc, clr, eps, weight_decay, use_wd):
     """Adagrad (PyTorch's), fused: ``d = g + wd*p``; ``acc += d*d``;

@@ -28,6 +28,7 @@ from numba import cuda, float32
 
 from ..contract import View, conv_out_size, pair
 from .device import current_stream, empty, launch_1d
+from .kernelspec import KernelSpec, reported
 from .memory import full
 from .strided import unravel4
 
@@ -45,6 +46,8 @@ def _geometry(x_shape, kernel, stride, padding):
 
 
 # --- max pooling ---------------------------------------------------------------------------------
+@reported(lambda k, x: [KernelSpec("maxpool2d", k, (x.f, x.t4, 0, x.t6, x.t6, x.f, x.i64),
+                                   x.block)])
 @cuda.jit
 def maxpool2d_kernel(x, xs, xoff, dims, geom, out, argmax):
     """``out[n, c, oh, ow]`` = max of the -inf-padded window, ``argmax`` = ``ih*W + iw`` of its
@@ -93,6 +96,8 @@ def maxpool2d(x: View, kernel, stride, padding, *, block=None, max_blocks=None):
     return out, argmax
 
 
+@reported(lambda k, x: [KernelSpec("maxpool2d_backward", k, (x.f, x.t4, 0, x.i64, x.t4, 0, x.t6,
+                                                                x.f), x.block)])
 @cuda.jit
 def maxpool2d_backward_kernel(g, gs, goff, am, ams, amoff, dims, grad_x):
     """``grad_x[n, c].flat[argmax[n, c, oh, ow]] += g[n, c, oh, ow]`` (grad_x pre-zeroed).
@@ -147,6 +152,7 @@ def _window_divisor(oh, ow, h_, w_, kh, kw, sh, sw, ph, pw, count_include_pad):
     return float32(rows * cols)
 
 
+@reported(lambda k, x: [KernelSpec("avgpool2d", k, (x.f, x.t4, 0, x.t6, x.t6, True, x.f), x.block)])
 @cuda.jit
 def avgpool2d_kernel(x, xs, xoff, dims, geom, count_include_pad, out):
     """``out[n, c, oh, ow]`` = sum of the zero-padded window / divisor.
@@ -191,6 +197,8 @@ def avgpool2d(x: View, kernel, stride, padding, count_include_pad=True, *, block
     return out
 
 
+@reported(lambda k, x: [KernelSpec("avgpool2d_backward", k, (x.f, x.t4, 0, x.t6, x.t6, True, x.f),
+                                   x.block)])
 @cuda.jit
 def avgpool2d_backward_kernel(g, gs, goff, dims, geom, count_include_pad, grad_x):
     """``grad_x[n, c, h, w]`` = sum over the windows ``(oh, ow)`` covering ``(h, w)`` of

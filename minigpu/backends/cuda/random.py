@@ -22,6 +22,7 @@ import numpy as np
 from numba import cuda
 
 from .device import SIMULATOR, current_stream, empty, launch_1d
+from .kernelspec import KernelSpec, reported
 
 if SIMULATOR:
     def uint32(value):
@@ -59,6 +60,7 @@ def _counter0(offset) -> np.uint32:
     return np.uint32(int(offset) & 0xFFFFFFFF)
 
 
+@reported(lambda k, x: [KernelSpec("uniform", k(x.f32), (x.f, x.u32, x.u32), x.block)])
 @functools.lru_cache(maxsize=None)
 def uniform_kernel(dtype):
     real = numba.from_dtype(dtype)
@@ -81,6 +83,10 @@ def uniform_kernel(dtype):
     return uniform_kernel
 
 
+@reported(lambda k, x: [KernelSpec(
+    "normal", k(x.f32), (x.f, x.u32, x.u32, x.u32), x.block,
+    f64_reason="libdevice cosf: Payne-Hanek reduction for |x| > 105615, never taken "
+               "(argument < 2 pi); see random.py")])
 @functools.lru_cache(maxsize=None)
 def normal_kernel(dtype):
     real = numba.from_dtype(dtype)

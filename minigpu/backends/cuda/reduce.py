@@ -48,6 +48,7 @@ from . import memory
 from .blocks import (BETTER, COMBINE, WARP_SHUFFLE, block_allreduce, block_argreduce,
                      identity, numba_type, pow2_at_least)
 from .device import SIMULATOR, WARP_SIZE, current_stream, empty
+from .kernelspec import KernelSpec, reported
 
 PRODUCTION_BLOCK = 256   # threads per block on a GPU
 # The simulator runs one OS thread per CUDA thread: by default it gets smaller blocks (same
@@ -65,6 +66,9 @@ NO_INDEX = 2 ** 62       # argreduce's "no element yet": loses every tie to a re
 
 
 # --- production kernels ----------------------------------------------------------------------
+@reported(lambda k, x: [  # a (rows, splits) grid: one launch covers both passes of a split row
+    KernelSpec(f"row[{op},{PRODUCTION_BLOCK}]", k(op, x.f32, PRODUCTION_BLOCK, True),
+               (x.f, 1, 1, x.s, x.f), PRODUCTION_BLOCK) for op in ("sum", "max")])
 @functools.lru_cache(maxsize=None)
 def row_reduce_kernel(op, dtype, block, shuffle):
     combine = COMBINE[op]
@@ -107,6 +111,10 @@ def row_reduce_kernel(op, dtype, block, shuffle):
     return row_reduce
 
 
+@reported(lambda k, x: [
+    KernelSpec(f"column[sum,{PRODUCTION_BLOCK // split}x{split}]",
+               k("sum", x.f32, PRODUCTION_BLOCK // split, split), (x.f, 1, 1, 1, x.s, x.f),
+               PRODUCTION_BLOCK) for split in (COLUMN_SPLIT, 1)])
 @functools.lru_cache(maxsize=None)
 def column_reduce_kernel(op, dtype, bx, by):
     combine = COMBINE[op]
@@ -152,6 +160,10 @@ def column_reduce_kernel(op, dtype, bx, by):
     return column_reduce
 
 
+@reported(lambda k, x: [  # pairs: pass 2 of a split row, on (value, index) partials
+    KernelSpec(f"{name}[max,{PRODUCTION_BLOCK}]", k("max", x.f32, PRODUCTION_BLOCK, True, pairs),
+               (x.f, x.i64, 1, 1, x.s, x.f, x.i64), PRODUCTION_BLOCK)
+    for name, pairs in (("row_arg", False), ("row_arg_pairs", True))])
 @functools.lru_cache(maxsize=None)
 def row_argreduce_kernel(op, dtype, block, shuffle, indexed=False):
     better = BETTER[op]
@@ -195,6 +207,8 @@ def row_argreduce_kernel(op, dtype, block, shuffle, indexed=False):
     return row_argreduce
 
 
+@reported(lambda k, x: [KernelSpec("column_arg[max]", k("max", x.f32),
+                                   (x.f, 1, 1, 1, x.f, x.i64), PRODUCTION_BLOCK)])
 @functools.lru_cache(maxsize=None)
 def column_argreduce_kernel(op, dtype):
     better = BETTER[op]

@@ -44,6 +44,7 @@ from ..contract import View, numel
 from . import memory
 from .blocks import COMBINE, identity, numba_type, pow2_at_least
 from .device import SIMULATOR, WARP_SIZE, current_stream, empty, launch_1d
+from .kernelspec import KernelSpec, reported
 from .reduce import BLOCKS_PER_SM, MAX_GRID_Y, THREADS_PER_SM, sm_count
 
 PRODUCTION_BLOCK = 256   # threads per block of the row kernel on a GPU: tiles of 512 elements
@@ -63,6 +64,13 @@ def conflict_free(i):
     return i + i // BANKS
 
 
+@reported(lambda k, x: [
+    KernelSpec(f"row_blelloch[sum,{PRODUCTION_BLOCK}]",
+               k("sum", x.f32, PRODUCTION_BLOCK, False, False), (x.f, 1, 1, x.s, x.f, x.f),
+               PRODUCTION_BLOCK),
+    KernelSpec(f"row_blelloch[prod,exclusive,reverse,{PRODUCTION_BLOCK}]",
+               k("prod", x.f32, PRODUCTION_BLOCK, True, True), (x.f, 1, 1, x.s, x.f, x.f),
+               PRODUCTION_BLOCK)])
 @functools.lru_cache(maxsize=None)
 def scan_row_kernel(op, dtype, block, exclusive, reverse):
     combine = COMBINE[op]
@@ -158,6 +166,7 @@ def scan_row_kernel(op, dtype, block, exclusive, reverse):
     return scan_row
 
 
+@reported(lambda k, x: [KernelSpec("propagate[sum]", k("sum"), (x.f, 1, 1, 1, x.f, True), x.block)])
 @functools.lru_cache(maxsize=None)
 def propagate_kernel(op):
     combine = COMBINE[op]
@@ -181,6 +190,8 @@ def propagate_kernel(op):
     return propagate
 
 
+@reported(lambda k, x: [KernelSpec("column[sum]", k("sum", False, False), (x.f, 1, 1, x.s, x.f),
+                                   x.block)])
 @functools.lru_cache(maxsize=None)
 def scan_column_kernel(op, exclusive, reverse):
     combine = COMBINE[op]
@@ -211,6 +222,7 @@ def scan_column_kernel(op, exclusive, reverse):
     return scan_column
 
 
+@reported(lambda k, x: [KernelSpec("compact", k, (x.f, x.b8, x.i64, x.f), x.block)])
 @cuda.jit
 def compact_kernel(x, mask, pos, out):
     """Stream compaction: out[pos[i] - 1] = x[i] wherever mask[i] (pos = inclusive prefix sum
@@ -225,6 +237,7 @@ def compact_kernel(x, mask, pos, out):
             out[pos[i] - 1] = x[i]
 
 
+@reported(lambda k, x: [KernelSpec("expand", k, (x.f, x.b8, x.i64, x.s, x.f), x.block)])
 @cuda.jit
 def expand_kernel(src, mask, pos, zero, out):
     """The inverse of compaction: out[i] = src[pos[i] - 1] where mask[i], else zero (the

@@ -38,13 +38,19 @@ from ..contract import View
 from . import memory
 from .blocks import WARP_SHUFFLE, block_allreduce, max_nan, numba_type, warp_allreduce
 from .device import SIMULATOR, WARP_SIZE, current_stream, empty, scalar
-from .reduce import MAX_BLOCK, row_block
+from .kernelspec import KernelSpec, reported
+from .reduce import MAX_BLOCK, PRODUCTION_BLOCK, row_block
 
 WARP_MAX_COLS = 1024            # rows up to this long go one-warp-per-row
-WARP_ROWS = 2 if SIMULATOR else 4   # rows (warps) per block of the warp kernels
+PRODUCTION_WARP_ROWS = 4           # rows (warps) per block of the warp kernels on a GPU
+WARP_ROWS = 2 if SIMULATOR else PRODUCTION_WARP_ROWS
 
 
 # --- forward ---------------------------------------------------------------------------------
+@reported(lambda k, x: [
+    KernelSpec(f"{'log_softmax' if log else 'softmax'}_block[{PRODUCTION_BLOCK}]",
+               k(x.f32, PRODUCTION_BLOCK, True, log), (x.f, 1, x.s, x.s, x.f), PRODUCTION_BLOCK)
+    for log in (False, True)])
 @functools.lru_cache(maxsize=None)
 def softmax_block_kernel(dtype, block, shuffle, log):
     nbtype = numba_type(dtype)
@@ -84,6 +90,10 @@ def softmax_block_kernel(dtype, block, shuffle, log):
     return softmax_block
 
 
+@reported(lambda k, x: [
+    KernelSpec(f"{'log_softmax' if log else 'softmax'}_warp", k(x.f32, log),
+               (x.f, 1, 1, x.s, x.s, x.f), WARP_SIZE * PRODUCTION_WARP_ROWS)
+    for log in (False, True)])
 @functools.lru_cache(maxsize=None)
 def softmax_warp_kernel(dtype, log):
     warp_max = warp_allreduce("max")
@@ -123,6 +133,9 @@ def softmax_warp_kernel(dtype, log):
 
 
 # --- backward --------------------------------------------------------------------------------
+@reported(lambda k, x: [KernelSpec(
+    f"backward_block[{PRODUCTION_BLOCK}]", k(x.f32, PRODUCTION_BLOCK, True, False),
+    (x.f, x.f, 1, x.s, x.f), PRODUCTION_BLOCK)])
 @functools.lru_cache(maxsize=None)
 def softmax_backward_block_kernel(dtype, block, shuffle, log):
     nbtype = numba_type(dtype)
@@ -155,6 +168,8 @@ def softmax_backward_block_kernel(dtype, block, shuffle, log):
     return softmax_backward_block
 
 
+@reported(lambda k, x: [KernelSpec("backward_warp", k(x.f32, False), (x.f, x.f, 1, 1, x.s, x.f),
+                                   WARP_SIZE * PRODUCTION_WARP_ROWS)])
 @functools.lru_cache(maxsize=None)
 def softmax_backward_warp_kernel(dtype, log):
     warp_sum = warp_allreduce("sum")

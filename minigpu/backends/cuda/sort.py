@@ -36,6 +36,7 @@ from ..contract import View
 from . import memory
 from .blocks import numba_type
 from .device import SIMULATOR, current_stream, empty, launch_1d
+from .kernelspec import KernelSpec, reported
 
 PRODUCTION_BLOCK = 256   # threads per block on a GPU: tiles of 512 (value, index) pairs
 MAX_BLOCK = 16 if SIMULATOR else PRODUCTION_BLOCK
@@ -64,6 +65,9 @@ def before_fn(descending):
     return before
 
 
+@reported(lambda k, x: [KernelSpec(f"bitonic_tile[{PRODUCTION_BLOCK}]",
+                                   k(x.f32, PRODUCTION_BLOCK, False), (x.f, x.i64, 1, 1, 1, 1),
+                                   PRODUCTION_BLOCK)])
 @functools.lru_cache(maxsize=None)
 def bitonic_tile_kernel(dtype, block, descending):
     before = before_fn(descending)
@@ -114,6 +118,7 @@ def bitonic_tile_kernel(dtype, block, descending):
     return bitonic_tile
 
 
+@reported(lambda k, x: [KernelSpec("bitonic_step", k(False), (x.f, x.i64, 1, 1, 1, 1), x.block)])
 @functools.lru_cache(maxsize=None)
 def bitonic_step_kernel(descending):
     before = before_fn(descending)
@@ -140,6 +145,7 @@ def bitonic_step_kernel(descending):
     return bitonic_step
 
 
+@reported(lambda k, x: [KernelSpec("pad_rows", k, (x.f, 1, 1, x.f, x.i64), x.block)])
 @cuda.jit
 def pad_rows_kernel(x, C, P, keys, idx):
     """keys[r, p] = x[r, p] and idx[r, p] = p for p < C; the padding (p >= C) gets index p,

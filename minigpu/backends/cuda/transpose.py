@@ -29,6 +29,7 @@ from numba import cuda
 
 from ..contract import View
 from .device import SIMULATOR, current_stream
+from .kernelspec import KernelSpec, reported
 
 PRODUCTION_TILE, PRODUCTION_BLOCK_ROWS = 32, 8
 TILE, BLOCK_ROWS = (8, 2) if SIMULATOR else (PRODUCTION_TILE, PRODUCTION_BLOCK_ROWS)
@@ -87,6 +88,10 @@ def as_batched_transpose(v: View):
 
 
 # --- the shared-memory tile ------------------------------------------------------------------
+@reported(lambda k, x: [KernelSpec(
+    f"tiled_padded[{PRODUCTION_TILE}x{PRODUCTION_BLOCK_ROWS}]",
+    k(PRODUCTION_TILE, PRODUCTION_BLOCK_ROWS, 1, x.f32), (x.f, 0, 1, 0, 1, 1, 1, x.f),
+    PRODUCTION_TILE * PRODUCTION_BLOCK_ROWS)])
 @functools.lru_cache(maxsize=None)
 def tiled_kernel(tile: int, block_rows: int, pad: int, dtype):
     """Build the tiled transpose kernel for a (tile, block_rows) block and a tile x (tile + pad)

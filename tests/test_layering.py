@@ -1,0 +1,205 @@
+"""The layering of the package, as data: ``docs/architecture.md``'s floor table is read here
+and every import of every module of ``minigpu`` (module-level and function-local, from the
+AST) must go to the importer's floor or below, except the allow-listed edges, each with its
+reason. The import cycles and the function-local imports of minigpu modules are counted and
+printed (``python tests/test_layering.py``), and may not grow: the bounds below are today's
+numbers, for a later refactor (issue 23) to tighten.
+"""
+import ast
+import functools
+import re
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "minigpu"
+
+ALLOWED_UPWARD = {
+    ("minigpu.tensor", "minigpu.ops"):
+        "Tensor's operators call the ops, whose modules import Tensor to build results: "
+        "imported at the bottom of tensor.py, once Tensor exists (the circle of issue 23)",
+    ("minigpu.tensor", "minigpu.tensor_methods"):
+        "Tensor inherits the generated op methods (TensorMethods), which reach the ops "
+        "through sys.modules['minigpu.ops']",
+    ("minigpu.tensor", "minigpu.interop"):
+        "function-local: Tensor.data_ptr / __dlpack__ / __cuda_array_interface__ delegate "
+        "to interop, which imports Tensor",
+    ("minigpu.ops.inplace", "minigpu.creation"):
+        "function-local: uniform_ / normal_ draw with creation.rand / randn, which build "
+        "Tensors",
+}
+"""(importer, imported) -> why this upward import is there today."""
+
+MAX_CYCLE_MODULES = 18   # one cycle of 16 (tensor, 13 ops modules, creation, interop) + 2
+MAX_LOCAL_IMPORTS = 126  # function-local imports of minigpu modules
+
+
+def floors():
+    """``[(floor, entry)]`` from the table of ``docs/architecture.md``'s "The layers"."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    section = text.split("## The layers", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| (\d+) \| ([^|]+) \|", section, re.M)
+    assert rows, "no floor table in docs/architecture.md's 'The layers'"
+    return [(int(n), entry) for n, cell in rows for entry in re.findall(r"`([^`]+)`", cell)]
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules() -> dict:
+    """``{module name: path}`` of every module of the package."""
+    return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def floor_of(path: Path, table) -> int:
+    rel = path.relative_to(PACKAGE).as_posix()
+    hits = [n for n, entry in table
+            if rel == entry or (entry.endswith("/") and rel.startswith(entry))]
+    assert len(hits) == 1, (f"minigpu/{rel} is in {len(hits)} floors of "
+                            f"docs/architecture.md's table (give it exactly one)")
+    return hits[0]
+
+
+def imports(name: str, path: Path, known) -> list:
+    """``[(imported module, line, function-local?)]``: every import of a minigpu module in
+    ``path``, relative ones resolved; ``from X import y`` names the module ``X.y`` when it is
+    one, else ``X``."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = []
+
+    def targets(node):
+        if isinstance(node, ast.Import):
+            return [a.name for a in node.names]
+        if node.level:
+            base = package.split(".")[:len(package.split(".")) - node.level + 1]
+            module = ".".join(base + ([node.module] if node.module else []))
+        else:
+            module = node.module
+        return [f"{module}.{a.name}" if f"{module}.{a.name}" in known else module
+                for a in node.names]
+
+    def visit(node, local):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.Import, ast.ImportFrom)):
+                found.extend((t, child.lineno, local) for t in targets(child)
+                             if t == "minigpu" or t.startswith("minigpu."))
+            visit(child, local or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                     ast.Lambda)))
+
+    visit(ast.parse(path.read_text()), False)
+    return found
+
+
+def owner(target: str, known) -> str:
+    """The module an imported name lives in (``minigpu.ops.x`` -> the longest known prefix)."""
+    while target not in known:
+        target = target.rpartition(".")[0]
+    return target
+
+
+@functools.lru_cache(maxsize=None)
+def graph():
+    """``(modules, [(importer, imported module, line, function-local?)])``, parsed once."""
+    known = modules()
+    edges = [(name, owner(t, known), line, local)
+             for name, path in known.items() for t, line, local in imports(name, path, known)]
+    return known, edges
+
+
+def cycles(edges) -> list:
+    """The strongly connected components of more than one module (Tarjan)."""
+    succ = defaultdict(set)
+    for a, b, _, _ in edges:
+        if a != b:
+            succ[a].add(b)
+    index, low, stack, on, out = {}, {}, [], set(), []
+
+    def strong(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(succ[v]):
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(succ):
+        if v not in index:
+            strong(v)
+    return sorted(out, key=len, reverse=True)
+
+
+def report() -> str:
+    _, edges = graph()
+    local = [e for e in edges if e[3]]
+    found = cycles(edges)
+    lines = [f"{len(edges)} imports of minigpu modules, {len(local)} of them function-local; "
+             f"{len(found)} import cycles:"]
+    lines += [f"  {len(c)} modules: {', '.join(c)}" for c in found]
+    return "\n".join(lines)
+
+
+def test_every_module_has_one_floor():
+    table = floors()
+    assert [n for n, _ in table] == sorted((n for n, _ in table), reverse=True)
+    for path in modules().values():
+        floor_of(path, table)
+
+
+def test_imports_go_to_the_same_floor_or_below():
+    """Every import, function-local ones included; the allow-list holds exactly today's
+    upward edges, so one removed by a refactor must leave the list too."""
+    table = floors()
+    known, edges = graph()
+    upward = defaultdict(list)
+    for a, b, line, _ in edges:
+        if floor_of(known[b], table) > floor_of(known[a], table):
+            upward[a, b].append(f"{known[a].relative_to(ROOT)}:{line}")
+    unexplained = {k: v for k, v in upward.items() if k not in ALLOWED_UPWARD}
+    assert not unexplained, f"imports of a higher floor (docs/architecture.md): {unexplained}"
+    assert set(upward) == set(ALLOWED_UPWARD), set(ALLOWED_UPWARD) - set(upward)
+
+
+def test_production_never_imports_lessons_tools_or_exercises():
+    table = floors()
+    known, edges = graph()
+    lessons = dict((entry, n) for n, entry in table)["lessons/"]
+    bad = [(a, b) for a, b, _, _ in edges
+           if floor_of(known[a], table) < lessons <= floor_of(known[b], table)]
+    assert not bad
+
+
+def test_cycles_and_local_imports_do_not_grow():
+    print(report())
+    _, edges = graph()
+    assert sum(len(c) for c in cycles(edges)) <= MAX_CYCLE_MODULES, report()
+    assert sum(1 for e in edges if e[3]) <= MAX_LOCAL_IMPORTS, report()
+
+
+def test_the_graph_sees_what_the_import_system_does():
+    """The resolver on a few known edges: a relative ``from . import`` of a module, a
+    ``from ..x import name``, a function-local import."""
+    _, edges = graph()
+    pairs = {(a, b, local) for a, b, _, local in edges}
+    assert ("minigpu.tensor", "minigpu.ops", False) in pairs
+    assert ("minigpu.ops.normalization", "minigpu.random", False) in pairs
+    assert ("minigpu.tensor", "minigpu.interop", True) in pairs
+    assert ("minigpu.backends.cuda.reduce", "minigpu.backends.cuda.memory", False) in pairs
+
+
+if __name__ == "__main__":
+    print(report())
