@@ -13,3 +13,5 @@ from .upsampling import Upsample
 from .module import Module, ModuleList, Parameter, Sequential
 from .rnn import GRU, LSTM, RNN, Embedding, GRUCell, LSTMCell, RNNCell
 from .attention import MultiheadAttention
+from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer,
+                          TransformerEncoder, TransformerEncoderLayer)
