@@ -50,6 +50,15 @@ def _pad_column(mask):
     return ops.cat([mask, zero], -1)
 
 
+def _each(fn, query, key, value):
+    """fn of each of query, key and value, keeping self-attention's ``query is key is value``
+    (so the projection stays one matmul)."""
+    if query is key and key is value:
+        query = key = value = fn(query)
+        return query, key, value
+    return fn(query), fn(key), fn(value)
+
+
 class MultiheadAttention(Module):
     """Attention over ``num_heads`` heads of ``embed_dim // num_heads`` features each.
 
@@ -157,11 +166,11 @@ class MultiheadAttention(Module):
                                "Transformer module method `generate_square_subsequent_mask` to "
                                "create this mask.")
         if not batched:
-            query, key, value = (ops.unsqueeze(t, 1) for t in (query, key, value))
+            query, key, value = _each(lambda t: ops.unsqueeze(t, 1), query, key, value)
             if key_padding_mask is not None:
                 key_padding_mask = ops.unsqueeze(key_padding_mask, 0)
         elif self.batch_first:
-            query, key, value = (ops.transpose(t, 0, 1) for t in (query, key, value))
+            query, key, value = _each(lambda t: ops.transpose(t, 0, 1), query, key, value)
         L, N, E = query.shape
         H, D = self.num_heads, self.head_dim
         if key.shape[0] != value.shape[0] or key.shape[1] != N:
