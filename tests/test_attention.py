@@ -348,6 +348,23 @@ def test_encoder_layers_are_independent_copies():
     assert not np.allclose(host(a), host(b))
 
 
+def test_encoder_zeroes_padded_positions_in_eval_only():
+    enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, batch_first=True), 1)
+    x = mg.randn(2, 5, 8)
+    pad = mg.tensor([[False] * 3 + [True] * 2, [False] * 5])
+    assert host(enc(x, src_key_padding_mask=pad))[0, 3:].any()  # training: computed
+    enc.eval()
+    with mg.no_grad():
+        out = host(enc(x, src_key_padding_mask=pad))
+        left_padded = host(enc(x, src_key_padding_mask=mg.tensor([[True] + [False] * 4,
+                                                                   [False] * 5])))
+    assert not out[0, 3:].any() and out[0, :3].all() and out[1].all()
+    assert left_padded[0, 0].any()  # not right-padded: torch's nested path is not taken
+    train_pad = host(enc(x, src_key_padding_mask=pad))  # with gradients: computed
+    assert train_pad[0, 3:].any()
+    np.testing.assert_allclose(train_pad[0, :3], out[0, :3], atol=1e-6)
+
+
 def test_generate_square_subsequent_mask():
     m = nn.Transformer.generate_square_subsequent_mask(3)
     np.testing.assert_array_equal(host(m), [[0, -np.inf, -np.inf], [0, 0, -np.inf], [0, 0, 0]])
@@ -473,6 +490,26 @@ def test_matches_torch_on_copied_weights(name, dtype):
     back.load_state_dict({k: torch.tensor(host(v)) for k, v in mine.state_dict().items()})
     for (k, a), b in zip(ref.state_dict().items(), back.state_dict().values()):
         np.testing.assert_array_equal(b.numpy(), a.numpy(), err_msg=k)
+
+
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")
+def test_encoder_eval_matches_torchs_nested_tensor_path():
+    """torch's eval encoder zeroes right-padded positions (nested tensors); so does minigpu."""
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    ref = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(8, 2, 16,
+                                                                       batch_first=True), 2)
+    mine = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, batch_first=True), 2)
+    mine.load_state_dict({k: v.numpy() for k, v in ref.state_dict().items()})
+    ref.eval(), mine.eval()
+    x = np.random.default_rng(0).standard_normal((2, 5, 8)).astype(np.float32)
+    pad = np.array([[False] * 3 + [True] * 2, [False] * 5])
+    with torch.no_grad():
+        want = ref(torch.tensor(x), src_key_padding_mask=torch.tensor(pad)).numpy()
+    with mg.no_grad():
+        got = host(mine(mg.tensor(x), src_key_padding_mask=mg.tensor(pad)))
+    assert not want[0, 3:].any()
+    np.testing.assert_allclose(got, want, **tol(np.float32))
 
 
 def test_sdpa_matches_torch():

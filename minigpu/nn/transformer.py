@@ -4,9 +4,10 @@ so ``state_dict`` keys match ``torch.nn.Transformer*`` and checkpoints load both
 
 Post-norm (``norm_first=False``, the 2017 paper) computes ``x = norm(x + block(x))``; pre-norm
 ``x = x + block(norm(x))``. Masks are MultiheadAttention's (True or -inf = not allowed).
-Where minigpu differs from torch: there is no nested-tensor fast path (``enable_nested_tensor``
-is accepted and ignored, so padded positions are computed rather than zeroed in eval), and the
-``is_causal`` hints never replace the mask that is passed.
+torch's nested-tensor path of ``TransformerEncoder`` (eval, no gradient, batch_first, a
+right-padded ``src_key_padding_mask`` and no ``mask``) returns zeros at the padded positions;
+minigpu computes the same output through the key padding mask and zeroes those positions under
+the same conditions (``_nested_path``). The ``is_causal`` hints never replace the mask passed.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import copy
 import numpy as np
 
 from .. import ops
+from ..autograd import is_grad_enabled
 from ..ops.attention import causal_keep
 from ..tensor import Tensor
 from . import functional as F
@@ -135,6 +137,17 @@ class TransformerDecoderLayer(_Layer):
         return self.norm3(x + self._ff_block(x, self.dropout3))
 
 
+def _nested_layer(layer):
+    """Whether torch's TransformerEncoder may run ``layer`` on nested tensors (its
+    ``why_not_sparsity_fast_path`` checks of ``__init__``)."""
+    act = layer.activation
+    return (isinstance(layer, TransformerEncoderLayer) and not layer.norm_first
+            and layer.self_attn.batch_first and layer.self_attn._qkv_same_embed_dim
+            and layer.self_attn.in_proj_bias is not None
+            and (act in (F.relu, F.gelu) or type(act).__name__ in ("ReLU", "GELU"))
+            and layer.norm1.eps == layer.norm2.eps and layer.self_attn.num_heads % 2 == 0)
+
+
 class TransformerEncoder(Module):
     """``num_layers`` deep copies of ``encoder_layer`` (``layers.N``), then ``norm`` if given."""
 
@@ -145,12 +158,30 @@ class TransformerEncoder(Module):
         self.num_layers = num_layers
         self.norm = norm
         self.enable_nested_tensor, self.mask_check = enable_nested_tensor, mask_check
+        self.use_nested_tensor = enable_nested_tensor and _nested_layer(encoder_layer)
+
+    def _nested_path(self, src, mask, padding):
+        """The (N, S) padded positions when torch would take its nested-tensor path (its
+        outputs there are zeros), else None."""
+        first = self.layers[0]
+        if (not self.use_nested_tensor or first.training or src.ndim != 3 or padding is None
+                or mask is not None or (is_grad_enabled() and (src.requires_grad or any(
+                    p.requires_grad for p in first.parameters())))):
+            return None
+        padded = padding if padding.dtype == np.bool_ else padding != 0
+        keep = ~padded.cpu().numpy()
+        if self.mask_check and (keep[:, 1:] > keep[:, :-1]).any():  # not right-padded
+            return None
+        return padded
 
     def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
+        padded = self._nested_path(src, mask, src_key_padding_mask)
         out = src
         for layer in self.layers:
             out = layer(out, src_mask=mask, src_key_padding_mask=src_key_padding_mask,
                         is_causal=bool(is_causal))
+        if padded is not None:
+            out = ops.masked_fill(out, ops.unsqueeze(padded, -1), 0.0)
         return out if self.norm is None else self.norm(out)
 
 
