@@ -448,6 +448,14 @@ TORCH_CASES = {
     "encoder_x2_norm": (lambda nn: nn.TransformerEncoder(
         nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0), 2, nn.LayerNorm(8),
         enable_nested_tensor=False), [(5, 2, 8)], lambda rng: {}),
+    "transformer_unbatched_gelu": (
+        lambda nn: nn.Transformer(8, 2, 1, 1, 16, dropout=0.0, activation="gelu"),
+        [(6, 8), (4, 8)], lambda rng: {"tgt_mask": np.triu(np.ones((4, 4), bool), 1),
+                                       "tgt_is_causal": True,
+                                       "src_key_padding_mask": np.array([False] * 5 + [True])}),
+    "encoder_layer_callable_activation": (
+        lambda nn: nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, activation=nn.GELU("tanh")),
+        [(5, 8)], lambda rng: {}),
     "transformer": (lambda nn: nn.Transformer(8, 2, 1, 2, 16, dropout=0.0, norm_first=True),
                     [(6, 2, 8), (4, 2, 8)],
                     lambda rng: {"tgt_mask": np.triu(np.full((4, 4), -np.inf), 1),

@@ -22,7 +22,8 @@ from ..tensor import Tensor
 from . import functional as F
 from . import init
 from .attention import MultiheadAttention
-from .layers import Dropout, Linear
+from .activation import GELU
+from .layers import Dropout, Linear, ReLU
 from .module import Module, ModuleList
 from .normalization import LayerNorm
 
@@ -144,7 +145,7 @@ def _nested_layer(layer):
     return (isinstance(layer, TransformerEncoderLayer) and not layer.norm_first
             and layer.self_attn.batch_first and layer.self_attn._qkv_same_embed_dim
             and layer.self_attn.in_proj_bias is not None
-            and (act in (F.relu, F.gelu) or type(act).__name__ in ("ReLU", "GELU"))
+            and (act in (F.relu, F.gelu) or isinstance(act, (ReLU, GELU)))
             and layer.norm1.eps == layer.norm2.eps and layer.self_attn.num_heads % 2 == 0)
 
 
