@@ -19,6 +19,7 @@ from ..ops.activation import gelu, silu, softplus
 from ..ops.conv import conv1d
 from ..ops.conv_transpose import conv_transpose2d
 from .spatial import interpolate, one_hot, pad
+from ..ops.attention import scaled_dot_product_attention
 
 __all__ = ["linear", "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "batch_norm",
            "dropout", "mse_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
@@ -27,6 +28,7 @@ __all__ = ["linear", "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d"
            "embedding", "layer_norm"]
 __all__ += ["gelu", "silu", "softplus", "elu", "conv1d", "conv_transpose2d", "interpolate", "pad",
             "one_hot"]
+__all__ += ["scaled_dot_product_attention"]
 
 
 def linear(input, weight, bias=None):

@@ -1,0 +1,114 @@
+"""Scaled dot-product attention (``torch.nn.functional.scaled_dot_product_attention``), composed.
+
+``softmax(q @ k^T * scale + mask) @ v`` built from the differentiable matmul, where, softmax
+and dropout ops, so autograd and both devices come for free. The (..., L, S) score matrix is
+materialised in memory: this is the naive path, the baseline a fused (flash) kernel beats.
+
+Masks follow torch's SDPA: a boolean ``attn_mask`` keeps the positions where it is True, a float
+one is added to the scores; both broadcast against (..., L, S). ``is_causal`` keeps ``j <= i``
+(the top-left triangle, also when L != S). A row whose every key is masked gives zeros, as
+torch's math backend does (``_safe_softmax``), rather than NaN.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..tensor import Tensor
+from .common import check_same_device
+from .elementwise import where
+from .linalg import matmul
+from .normalization import dropout
+from .reduce import max as max_
+from .shape import expand, reshape, unsqueeze
+from .softmax import softmax
+
+
+def causal_keep(L, S, device):
+    """The (L, S) boolean mask of ``is_causal``: True where key j <= query i (top-left)."""
+    return Tensor._from_array(np.tril(np.ones((L, S), dtype=np.bool_)), device)
+
+
+def _repeat_heads(t, groups):
+    """``t.repeat_interleave(groups, dim=-3)``: each key/value head serves ``groups`` query
+    heads (grouped-query attention)."""
+    *lead, h, s, e = t.shape
+    return reshape(expand(unsqueeze(t, -3), *lead, h, groups, s, e), *lead, h * groups, s, e)
+
+
+def _safe_softmax(scores):
+    """softmax over the last dim, with rows that are -inf everywhere giving 0 (not NaN) and
+    passing no gradient."""
+    values, _ = max_(scores.detach(), -1, True)
+    dead = values == -math.inf
+    zero = Tensor._full((), 0, scores.dtype, scores.device)
+    return where(dead, zero, softmax(where(dead, zero, scores), -1))
+
+
+def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+              enable_gqa=False):
+    """``(output, weights)``: what scaled_dot_product_attention computes, and the (..., L, S)
+    attention weights after dropout (``nn.MultiheadAttention`` returns them)."""
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"scaled_dot_product_attention(): argument '{name}' must be Tensor, "
+                            f"not {type(t).__name__}")
+        if t.ndim < 2:
+            raise RuntimeError(f"scaled_dot_product_attention: expected {name} to have at least "
+                               f"2 dimensions, got a {t.ndim}-D tensor of shape {tuple(t.shape)}")
+    check_same_device(query, key, value, attn_mask)
+    if not query.dtype == key.dtype == value.dtype:
+        raise RuntimeError(f"Expected query, key, and value to have the same dtype, but got "
+                           f"query.dtype: {query.dtype} key.dtype: {key.dtype} and value.dtype: "
+                           f"{value.dtype} instead.")
+    if query.dtype.kind != "f":
+        raise RuntimeError(f"scaled_dot_product_attention: expected floating point query, key "
+                           f"and value, got {query.dtype}")
+    if key.shape[-2] != value.shape[-2]:
+        raise RuntimeError(f"scaled_dot_product_attention: key and value must have the same "
+                           f"sequence length, got key {tuple(key.shape)} and value "
+                           f"{tuple(value.shape)}")
+    if attn_mask is not None and attn_mask.dtype != np.bool_ and attn_mask.dtype != query.dtype:
+        raise RuntimeError(f"Expected attn_mask dtype to be bool or float or to match query "
+                           f"dtype, but got attn_mask.dtype: {attn_mask.dtype} and  query.dtype: "
+                           f"{query.dtype} instead.")
+    if is_causal and attn_mask is not None:
+        raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set "
+                           "when is_causal=True")
+    if enable_gqa and query.ndim >= 3 and key.ndim >= 3 and query.shape[-3] != key.shape[-3]:
+        hq, hk, hv = query.shape[-3], key.shape[-3], value.shape[-3]
+        if hq % hk or hq % hv:
+            raise RuntimeError(f"scaled_dot_product_attention: number of heads in query "
+                               f"({hq}) must be divisible by the number of heads in key ({hk}) "
+                               f"and value ({hv}) when enable_gqa=True")
+        key, value = _repeat_heads(key, hq // hk), _repeat_heads(value, hq // hv)
+    L, S = query.shape[-2], key.shape[-2]
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
+    scores = matmul(query, key.mT) * scale
+    if is_causal:
+        attn_mask = causal_keep(L, S, query.device)
+    if attn_mask is None:
+        weights = softmax(scores, -1)
+    else:
+        if attn_mask.dtype == np.bool_:
+            scores = where(attn_mask, scores, Tensor._full((), -math.inf, scores.dtype,
+                                                           scores.device))
+        else:
+            scores = scores + attn_mask
+        weights = _safe_softmax(scores)
+    if dropout_p > 0.0:
+        weights = dropout(weights, dropout_p, training=True)
+    return matmul(weights, value), weights
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+                                 is_causal=False, scale=None, enable_gqa=False):
+    """softmax(query @ key^T * scale + mask) @ value, torch's signature and semantics.
+
+    query (..., L, E), key (..., S, E), value (..., S, Ev) -> (..., L, Ev); batch dims
+    broadcast. ``scale`` defaults to 1/sqrt(E). ``dropout_p`` applies whenever it is > 0 (as
+    in torch, pass ``dropout_p if self.training else 0.0``). ``enable_gqa`` lets key and value
+    have fewer heads (dim -3) than query, each serving a group of query heads.
+    """
+    return attention(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)[0]
