@@ -14,7 +14,8 @@ if _os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":  # kernels will run on Numba'
 
     _install()
 
-from . import cuda, datasets, nn, optim, profiler, utils
+from . import (accelerator, backends, cuda, datasets, nn, onnx, optim, profiler, serialization,
+               utils)
 from .autograd import Function, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .creation import (arange, as_tensor, empty, empty_like, eye, from_numpy, full, full_like,
                        linspace, ones, ones_like, rand, rand_like, randint, randn, randn_like,

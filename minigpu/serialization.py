@@ -21,7 +21,9 @@ range, plus a ``__metadata__`` dict of strings) and the raw tensor bytes. So:
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import json
 import os
 import uuid
@@ -37,6 +39,50 @@ _STRUCTURE, _SHA256, _FORMAT = "minigpu.structure", "minigpu.sha256", 1
 
 class CheckpointError(RuntimeError):
     """A file that is not a readable minigpu/safetensors checkpoint (truncated, edited, other)."""
+
+
+# --- safe globals (torch.serialization's allow-list) -----------------------------------------
+_SAFE_GLOBALS = []
+
+
+def add_safe_globals(safe_globals):
+    """Allow these classes/functions (or ``(obj, "module.Name")`` pairs) in checkpoints, as
+    ``torch.serialization.add_safe_globals`` does for ``weights_only`` loading. minigpu's
+    checkpoints hold only tensors, arrays, numbers, strings, None and containers, so the list
+    is kept for programs that register their classes; no class is ever loaded from a file."""
+    if not isinstance(safe_globals, (list, tuple)):
+        raise TypeError(f"add_safe_globals expects a list of globals, got "
+                        f"{type(safe_globals).__name__}")
+    for entry in safe_globals:
+        if isinstance(entry, tuple):
+            if len(entry) != 2 or not isinstance(entry[1], str):
+                raise TypeError(f"a safe global given as a tuple must be (obj, 'module.Name'), "
+                                f"got {entry!r}")
+        elif not callable(entry):
+            raise TypeError(f"a safe global must be a class or a function, got {entry!r}")
+        if entry not in _SAFE_GLOBALS:
+            _SAFE_GLOBALS.append(entry)
+
+
+def get_safe_globals():
+    """The globals added by :func:`add_safe_globals` (a new list)."""
+    return list(_SAFE_GLOBALS)
+
+
+def clear_safe_globals():
+    """Forget every global added by :func:`add_safe_globals`."""
+    _SAFE_GLOBALS.clear()
+
+
+@contextlib.contextmanager
+def safe_globals(globals_):
+    """``with safe_globals([...]):`` the globals are allowed inside the block only."""
+    before = list(_SAFE_GLOBALS)
+    add_safe_globals(globals_)
+    try:
+        yield
+    finally:
+        _SAFE_GLOBALS[:] = before
 
 
 # --- save ---------------------------------------------------------------------------------------

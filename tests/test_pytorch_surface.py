@@ -1,0 +1,100 @@
+"""The PyTorch surface that classic programs touch before their first op: ``torch.accelerator``,
+modules imported at the top (``nn.parallel``, ``onnx``, ``backends.cudnn``, ``serialization``),
+tensor conveniences, checkpoints to file objects, and the optimizers they pick."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import minigpu as mg
+from minigpu import nn
+
+
+# --- 1. accelerator and the modules a program imports at its top ----------------------------
+def test_accelerator_agrees_with_cuda_under_the_simulator():
+    assert mg.cuda.is_available()  # conftest forces the simulator
+    assert mg.accelerator.is_available() is True
+    assert mg.accelerator.current_accelerator() == mg.device("cuda")
+    assert mg.accelerator.device_count() == mg.cuda.device_count() == 1
+    x = mg.ones(2, device=mg.accelerator.current_accelerator())
+    assert x.is_cuda and mg.accelerator.current_device_index() == 0
+
+
+def test_without_gpu_or_simulator_there_is_no_accelerator():
+    script = textwrap.dedent("""
+        import minigpu as torch
+        acc = torch.accelerator.current_accelerator()
+        device = acc if torch.accelerator.is_available() else torch.device("cpu")
+        print(acc, torch.accelerator.device_count(), torch.cuda.device_count(), device,
+              torch.cuda.is_available(), torch.backends.mps.is_available())
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                            text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["None", "0", "0", "cpu", "False", "False"]
+
+
+def test_top_of_program_imports_and_attribute_paths():
+    import minigpu as torch
+    import minigpu.backends.cudnn
+    import minigpu.nn.parallel
+    import minigpu.onnx
+    import minigpu.serialization  # noqa: F401
+    assert torch.nn.parallel.DataParallel is torch.nn.DataParallel
+    assert (torch.backends.cudnn.enabled, torch.backends.cudnn.benchmark,
+            torch.backends.cudnn.deterministic) == (True, False, False)  # torch's defaults
+    torch.backends.cudnn.benchmark = True  # what programs do; changes nothing in minigpu
+    torch.backends.cudnn.benchmark = False
+    assert torch.backends.cudnn.is_available() is False and torch.backends.cudnn.version() is None
+    assert torch.backends.get("cpu").name == "cpu"  # still the package of device backends
+    assert torch.onnx.is_in_onnx_export() is False
+
+
+def test_onnx_export_names_the_feature_when_called():
+    with pytest.raises(NotImplementedError, match=r"torch\.onnx\.export.*ONNX"):
+        mg.onnx.export(nn.Linear(2, 1), mg.zeros(1, 2), "model.onnx")
+
+
+@pytest.mark.parametrize("dev", ["cpu", "cuda"])
+def test_data_parallel_on_one_device_wraps_the_module_as_torch_does(dev):
+    mg.manual_seed(0)
+    inner = nn.Linear(3, 2).to(dev)
+    model = nn.DataParallel(inner)
+    x = mg.randn(4, 3, device=dev)
+    np.testing.assert_array_equal(model(x).detach().numpy(), inner(x).detach().numpy())
+    assert list(model.state_dict()) == ["module.weight", "module.bias"]
+    assert model.module is inner and len(list(model.parameters())) == 2
+    out = nn.parallel.data_parallel(inner, x, device_ids=[0])
+    np.testing.assert_array_equal(out.detach().numpy(), inner(x).detach().numpy())
+
+
+def test_multi_device_parallelism_names_the_feature():
+    with pytest.raises(NotImplementedError, match=r"DataParallel over device_ids=\[0, 1\].*"
+                                                  r"single-device"):
+        nn.DataParallel(nn.Linear(2, 2), device_ids=[0, 1])
+    with pytest.raises(NotImplementedError, match="DataParallel over device_ids=.*single-device"):
+        nn.DataParallel(nn.Linear(2, 2), device_ids=["cuda:1"])
+    with pytest.raises(NotImplementedError, match="DistributedDataParallel.*single-device"):
+        nn.parallel.DistributedDataParallel(nn.Linear(2, 2))
+
+
+def test_safe_globals_registry_follows_torch():
+    class Config:
+        pass
+
+    ser = mg.serialization
+    ser.clear_safe_globals()
+    with ser.safe_globals([Config]):
+        assert ser.get_safe_globals() == [Config]
+    assert ser.get_safe_globals() == []
+    ser.add_safe_globals([Config, (Config, "mod.Config")])
+    assert ser.get_safe_globals() == [Config, (Config, "mod.Config")]
+    ser.clear_safe_globals()
+    with pytest.raises(TypeError, match="list of globals"):
+        ser.add_safe_globals(Config)
+    with pytest.raises(TypeError, match="class or a function"):
+        ser.add_safe_globals([3])
