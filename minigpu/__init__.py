@@ -34,6 +34,7 @@ from .random import Generator, default_generator, initial_seed, manual_seed
 from .serialization import load, save
 from .tensor import Device, Size, Tensor, bool_ as bool, device, float32
 from .tensor import float64, int64, long
+from .tensor_types import BoolTensor, DoubleTensor, FloatTensor, LongTensor
 
 float = float32
 double = float64

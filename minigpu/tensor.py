@@ -201,6 +201,14 @@ class Tensor(TensorMethods):
         return self.device.type == "cuda"
 
     @property
+    def is_xpu(self):
+        return False  # minigpu's devices are cpu and cuda
+
+    @property
+    def is_mps(self):
+        return False
+
+    @property
     def is_leaf(self):
         return self.grad_fn is None
 
@@ -321,6 +329,41 @@ class Tensor(TensorMethods):
     def type_as(self, other):
         return self.to(other.dtype)
 
+    def type(self, dtype=None, non_blocking=False):
+        """``x.type()``: the type string (``"minigpu.FloatTensor"``, ``"minigpu.cuda.
+        LongTensor"``); ``x.type(t)``: ``x`` converted to ``t``, a dtype, a legacy type
+        (``mg.LongTensor``) or a type string (``"torch.cuda.FloatTensor"`` too)."""
+        from . import tensor_types
+        if dtype is None:
+            return tensor_types.type_name(self)
+        dtype, device = tensor_types.parse(dtype)
+        return self.to(dtype) if device is None else self.to(device, dtype)
+
+    # --- new tensors with this tensor's dtype and device (torch's Tensor.new_*) --------------
+    def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
+        return _creation().tensor(data, *self._like(dtype, device), requires_grad)
+
+    def new_zeros(self, *size, dtype=None, device=None, requires_grad=False):
+        return self.new_full(_creation()._shape(size), 0, dtype=dtype, device=device,
+                             requires_grad=requires_grad)
+
+    def new_ones(self, *size, dtype=None, device=None, requires_grad=False):
+        return self.new_full(_creation()._shape(size), 1, dtype=dtype, device=device,
+                             requires_grad=requires_grad)
+
+    def new_empty(self, *size, dtype=None, device=None, requires_grad=False):
+        dtype, device = self._like(dtype, device)
+        return _creation().empty(*size, dtype=dtype, device=device, requires_grad=requires_grad)
+
+    def new_full(self, size, fill_value, dtype=None, device=None, requires_grad=False):
+        dtype, device = self._like(dtype, device)
+        return _creation().full(size, fill_value, dtype=dtype, device=device,
+                                requires_grad=requires_grad)
+
+    def _like(self, dtype, device):
+        return (self.dtype if dtype is None else dtype,
+                self.device if device is None else device)
+
     def numpy(self) -> np.ndarray:
         """A host copy as a NumPy array (waits for queued device work)."""
         if self.requires_grad:
@@ -385,6 +428,13 @@ class Tensor(TensorMethods):
         elif self.requires_grad:
             extras.append("requires_grad=True")
         return "tensor(" + ", ".join([body] + extras) + ")"
+
+    def __format__(self, format_spec):
+        """``f"{loss:.4f}"``: a 0-d tensor formats as its Python number, as in PyTorch (any
+        other tensor accepts only the empty format)."""
+        if not self.shape:
+            return self.item().__format__(format_spec)
+        return object.__format__(self, format_spec)
 
     def __hash__(self):
         return id(self)
@@ -549,6 +599,11 @@ class Tensor(TensorMethods):
 def _interop():
     from . import interop
     return interop
+
+
+def _creation():
+    from . import creation
+    return creation
 
 
 autograd.Tensor = Tensor  # what Function.apply checks its arguments against

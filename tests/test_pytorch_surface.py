@@ -98,3 +98,76 @@ def test_safe_globals_registry_follows_torch():
         ser.add_safe_globals(Config)
     with pytest.raises(TypeError, match="class or a function"):
         ser.add_safe_globals([3])
+
+
+# --- 2. tensor conveniences -------------------------------------------------------------------
+@pytest.mark.parametrize("dev", ["cpu", "cuda"])
+def test_zero_d_tensors_format_like_their_number(dev):
+    loss = mg.tensor(0.123456789, device=dev)
+    assert f"{loss:.4f}" == f"{loss.item():.4f}" == "0.1235"
+    assert f"{mg.tensor(7, device=dev):>4d}" == "   7"
+    assert "{:.2e}".format(mg.tensor(12345.0, dtype=mg.float64, device=dev)) == "1.23e+04"
+    assert f"{mg.tensor([1.0], device=dev)}" == str(mg.tensor([1.0], device=dev))
+    with pytest.raises(TypeError, match="unsupported format string passed to Tensor.__format__"):
+        f"{mg.tensor([1.0, 2.0], device=dev):.4f}"
+
+
+@pytest.mark.parametrize("dev", ["cpu", "cuda"])
+def test_type_strings_and_conversions(dev):
+    x = mg.tensor([1.5, -2.0], device=dev)
+    prefix = "minigpu.cuda." if dev == "cuda" else "minigpu."
+    assert x.type() == prefix + "FloatTensor"
+    assert x.long().type() == prefix + "LongTensor"
+    assert x.double().type() == prefix + "DoubleTensor" and x.bool().type() == prefix + "BoolTensor"
+    y = x.type(mg.int64)
+    assert y.dtype == mg.int64 and y.device == x.device and y.tolist() == [1, -2]
+    assert x.type(mg.float32) is x
+    z = x.type("torch.cuda.DoubleTensor")
+    assert (z.dtype, z.device.type) == (mg.float64, "cuda")
+    w = x.type(mg.LongTensor)
+    assert (w.dtype, w.device.type, w.tolist()) == (mg.int64, "cpu", [1, -2])
+    with pytest.raises(ValueError, match="invalid type: 'torch.HalfTensor'"):
+        x.type("torch.HalfTensor")
+
+
+def test_legacy_constructors_and_isinstance():
+    a = mg.LongTensor([3, 1, 2])
+    assert (a.dtype, a.tolist()) == (mg.int64, [3, 1, 2])
+    b = mg.FloatTensor(2, 3)
+    assert (b.dtype, tuple(b.shape)) == (mg.float32, (2, 3))
+    assert tuple(mg.DoubleTensor(b.shape).shape) == (2, 3)
+    assert mg.BoolTensor([True, False]).dtype == mg.bool
+    assert mg.FloatTensor().shape == (0,)
+    assert isinstance(b, mg.FloatTensor) and not isinstance(b, mg.LongTensor)
+    assert not isinstance(b.cuda(), mg.FloatTensor)  # a cpu type, as in PyTorch
+    assert mg.FloatTensor(b) is b
+    with pytest.raises(TypeError, match="expected FloatTensor"):
+        mg.FloatTensor(a)
+    with pytest.raises(RuntimeError, match="legacy constructor expects device type: cpu"):
+        mg.FloatTensor([1.0], device="cuda")
+
+
+@pytest.mark.parametrize("dev", ["cpu", "cuda"])
+def test_new_factories_take_dtype_and_device_from_the_tensor(dev):
+    x = mg.zeros(2, dtype=mg.float64, device=dev)
+    for t, shape in ((x.new_zeros(2, 3), (2, 3)), (x.new_ones((3,)), (3,)),
+                     (x.new_empty(1, 2), (1, 2)), (x.new_full((2, 2), 2.5), (2, 2)),
+                     (x.new_tensor([[1, 2]]), (1, 2))):
+        assert (t.dtype, t.device, tuple(t.shape)) == (mg.float64, x.device, shape)
+        assert not t.requires_grad
+    assert x.new_zeros(2).tolist() == [0.0, 0.0] and x.new_ones(2).tolist() == [1.0, 1.0]
+    assert x.new_full((2,), 2.5).tolist() == [2.5, 2.5] and x.new_tensor([1, 2]).tolist() == [1, 2]
+    i = x.new_zeros(2, dtype=mg.int64, device="cpu", requires_grad=False)
+    assert (i.dtype, i.device.type) == (mg.int64, "cpu")
+    assert x.new_ones(2, requires_grad=True).requires_grad
+    assert not x.is_xpu and not x.is_mps and x.is_cuda == (dev == "cuda")
+
+
+def test_tensor_surface_matches_torch():
+    torch = pytest.importorskip("torch")
+    t, m = torch.tensor(0.3333333), mg.tensor(0.3333333)
+    assert f"{m:.5f}" == f"{t:.5f}" and f"{m:8.2f}" == f"{t:8.2f}"
+    for make in (lambda lib: lib.LongTensor([1, 2]), lambda lib: lib.FloatTensor(2, 2)):
+        assert make(mg).type().replace("minigpu", "torch") == make(torch).type()
+    assert (mg.ones(2).new_zeros(3).type().replace("minigpu", "torch")
+            == torch.ones(2).new_zeros(3).type())
