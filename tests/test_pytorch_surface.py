@@ -1,6 +1,7 @@
 """The PyTorch surface that classic programs touch before their first op: ``torch.accelerator``,
 modules imported at the top (``nn.parallel``, ``onnx``, ``backends.cudnn``, ``serialization``),
 tensor conveniences, checkpoints to file objects, and the optimizers they pick."""
+import io
 import os
 import subprocess
 import sys
@@ -23,19 +24,24 @@ def test_accelerator_agrees_with_cuda_under_the_simulator():
     assert x.is_cuda and mg.accelerator.current_device_index() == 0
 
 
+def _run_without_simulator(script):
+    """stdout of ``script`` run as a cpu-only user: no GPU, no simulator (a subprocess)."""
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], env=env,
+                            capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
 def test_without_gpu_or_simulator_there_is_no_accelerator():
-    script = textwrap.dedent("""
+    out = _run_without_simulator("""
         import minigpu as torch
         acc = torch.accelerator.current_accelerator()
         device = acc if torch.accelerator.is_available() else torch.device("cpu")
         print(acc, torch.accelerator.device_count(), torch.cuda.device_count(), device,
               torch.cuda.is_available(), torch.backends.mps.is_available())
     """)
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                            text=True, timeout=120, check=False)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["None", "0", "0", "cpu", "False", "False"]
+    assert out.split() == ["None", "0", "0", "cpu", "False", "False"]
 
 
 def test_top_of_program_imports_and_attribute_paths():
@@ -171,3 +177,87 @@ def test_tensor_surface_matches_torch():
         assert make(mg).type().replace("minigpu", "torch") == make(torch).type()
     assert (mg.ones(2).new_zeros(3).type().replace("minigpu", "torch")
             == torch.ones(2).new_zeros(3).type())
+
+
+# --- 3. checkpoints to file objects, map_location, weights_only -------------------------------
+def _checkpoint(dev):
+    mg.manual_seed(0)
+    model = nn.Linear(3, 2).to(dev)
+    return model, {"model": model.state_dict(), "epoch": 3, "step": mg.tensor(7)}
+
+
+@pytest.mark.parametrize("dev", ["cpu", "cuda"])
+def test_save_and_load_through_file_objects(tmp_path, dev):
+    model, ckpt = _checkpoint(dev)
+    buffer = io.BytesIO()
+    mg.save(ckpt, buffer)
+    buffer.seek(0)
+    back = mg.load(buffer, weights_only=True)
+    assert back["epoch"] == 3 and back["step"].device == "cpu"  # each where it was saved
+    for key, value in model.state_dict().items():
+        assert back["model"][key].device == dev
+        np.testing.assert_array_equal(back["model"][key].numpy(), value.detach().numpy())
+    with open(tmp_path / "ckpt.pt", "wb") as fh:
+        mg.save(ckpt, fh)
+    with open(tmp_path / "ckpt.pt", "rb") as fh:
+        again = mg.load(fh, map_location="cpu", weights_only=False)
+    assert again["model"]["weight"].device == "cpu" and again["epoch"] == 3
+    fresh = nn.Linear(3, 2).to(dev)
+    fresh.load_state_dict(mg.load(tmp_path / "ckpt.pt")["model"])
+    np.testing.assert_array_equal(fresh.weight.detach().numpy(), model.weight.detach().numpy())
+
+
+def test_map_location_forms_follow_torch():
+    _, ckpt = _checkpoint("cuda")
+    buffer = io.BytesIO()
+    mg.save(ckpt, buffer)
+    data = buffer.getvalue()
+
+    def load(map_location):
+        return mg.load(io.BytesIO(data), map_location=map_location)["model"]["weight"].device.type
+
+    assert load(None) == "cuda" and load("cpu") == "cpu" and load(mg.device("cpu")) == "cpu"
+    assert load({"cuda:0": "cpu"}) == "cpu" and load({"cpu": "cuda"}) == "cuda"
+    assert load(lambda storage, loc: storage) == "cpu"  # the CPU-only idiom
+    assert load(lambda storage, loc: storage.cuda()) == "cuda"
+    assert load(lambda storage, loc: None) == "cuda"  # None: the default placement
+    seen = []
+    mg.load(io.BytesIO(data), map_location=lambda storage, loc: seen.append(loc))
+    assert sorted(seen) == ["cpu", "cuda", "cuda"]  # step, weight, bias
+
+
+def test_cuda_checkpoint_on_a_cpu_only_machine_says_map_location():
+    _, ckpt = _checkpoint("cuda")
+    buffer = io.BytesIO()
+    mg.save(ckpt, buffer)
+    out = _run_without_simulator(f"""
+        import io
+        import minigpu as torch
+        data = {buffer.getvalue()!r}
+        try:
+            torch.load(io.BytesIO(data))
+        except RuntimeError as e:
+            print("refused:", e)
+        print(torch.load(io.BytesIO(data), map_location="cpu")["model"]["weight"].device)
+    """)
+    assert "refused: Attempting to deserialize object on a CUDA device" in out
+    assert "map_location=minigpu.device('cpu')" in out and out.split()[-1] == "cpu"
+
+
+def test_what_cannot_be_saved_or_loaded_says_why():
+    with pytest.raises(TypeError, match=r"Linear is not a tensor.*never use pickle.*save "
+                                        r"model.state_dict\(\)"):
+        mg.save(nn.Linear(2, 2), io.BytesIO())
+    with pytest.raises(ValueError, match="pickle_module is not supported"):
+        mg.save({}, io.BytesIO(), pickle_module=object())
+    with pytest.raises(TypeError, match="unexpected keyword arguments.*encoding"):
+        mg.load(io.BytesIO(b""), encoding="latin1")
+
+
+def test_a_torch_save_stream_is_refused_as_pickle():
+    torch = pytest.importorskip("torch")
+    buffer = io.BytesIO()
+    torch.save({"w": torch.ones(2)}, buffer)
+    buffer.seek(0)
+    with pytest.raises(mg.serialization.CheckpointError, match="pickled file.*never unpickles"):
+        mg.load(buffer)
