@@ -261,3 +261,73 @@ def test_a_torch_save_stream_is_refused_as_pickle():
     buffer.seek(0)
     with pytest.raises(mg.serialization.CheckpointError, match="pickled file.*never unpickles"):
         mg.load(buffer)
+
+
+# --- 4. optimizers: Adadelta --------------------------------------------------------------------
+class NumpyAdadelta:
+    """torch/optim/adadelta.py ``_single_tensor_adadelta``, line by line, in float64."""
+
+    def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, maximize=False):
+        self.params, self.lr, self.rho, self.eps = params, lr, rho, eps
+        self.wd, self.maximize = weight_decay, maximize
+        self.sq = [np.zeros_like(p) for p in params]
+        self.acc = [np.zeros_like(p) for p in params]
+
+    def step(self, grads):
+        rho = self.rho
+        for i, (p, g) in enumerate(zip(self.params, grads)):
+            g = -g if self.maximize else g
+            if self.wd:
+                g = g + self.wd * p                                  # grad.add(param, alpha=wd)
+            self.sq[i] = rho * self.sq[i] + (1 - rho) * g * g        # mul_(rho).addcmul_(g, g)
+            std = np.sqrt(self.sq[i] + self.eps)                     # square_avg.add(eps).sqrt_()
+            delta = np.sqrt(self.acc[i] + self.eps) / std * g        # .div_(std).mul_(grad)
+            self.acc[i] = rho * self.acc[i] + (1 - rho) * delta * delta
+            p -= self.lr * delta                                     # param.add_(delta, -lr)
+
+
+ADADELTA_CASES = [dict(), dict(lr=0.5, rho=0.8, eps=1e-4), dict(weight_decay=0.1),
+                  dict(lr=0.3, maximize=True, weight_decay=0.05)]
+
+
+@pytest.mark.parametrize("kwargs", ADADELTA_CASES, ids=str)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("dev", ["cpu", "cuda"])
+def test_adadelta_follows_torchs_rule(dev, dtype, kwargs):
+    from test_optim import run_trajectory
+    run_trajectory(mg.optim.Adadelta, NumpyAdadelta, kwargs, dev, dtype)
+
+
+def test_adadelta_defaults_checks_and_state():
+    from test_optim import check_round_trip
+    p = nn.Parameter(mg.ones(2))
+    opt = mg.optim.Adadelta([p])
+    assert {k: opt.defaults[k] for k in ("lr", "rho", "eps", "weight_decay")} == dict(
+        lr=1.0, rho=0.9, eps=1e-6, weight_decay=0)
+    assert not opt.state[p]  # created at the first step, as in PyTorch
+    for bad, message in ((dict(lr=-1), "Invalid learning rate: -1"),
+                         (dict(rho=1.5), "Invalid rho value: 1.5"),
+                         (dict(eps=-1e-3), "Invalid epsilon value: -0.001"),
+                         (dict(weight_decay=-1), "Invalid weight_decay value: -1")):
+        with pytest.raises(ValueError, match=message):
+            mg.optim.Adadelta([p], **bad)
+    sd = check_round_trip("Adadelta", dict(lr=0.7, rho=0.85, weight_decay=0.01))
+    assert set(sd["state"][0]) == {"step", "square_avg", "acc_delta"}
+    assert sd["state"][0]["step"].item() == 3
+
+
+def test_adadelta_matches_torch_step_by_step():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(1)
+    w0, x, y = (rng.standard_normal(s).astype(np.float32) for s in ((3, 4), (5, 4), (5, 3)))
+    mw = nn.Parameter(mg.tensor(w0))
+    tw = torch.nn.Parameter(torch.tensor(w0))
+    mopt = mg.optim.Adadelta([mw], lr=0.9, weight_decay=0.01)
+    topt = torch.optim.Adadelta([tw], lr=0.9, weight_decay=0.01)
+    for _ in range(4):
+        for opt, w, lib in ((mopt, mw, mg), (topt, tw, torch)):
+            opt.zero_grad()
+            ((lib.tensor(x) @ w.T - lib.tensor(y)) ** 2).mean().backward()
+            opt.step()
+        np.testing.assert_allclose(mw.detach().numpy(), tw.detach().numpy(), rtol=1e-6,
+                                   atol=1e-7)

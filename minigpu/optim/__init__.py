@@ -1,16 +1,19 @@
-"""``minigpu.optim``: SGD, Adam, AdamW, RMSprop and Adagrad with PyTorch's names, defaults and
-state_dict layout, and ``optim.lr_scheduler``.
+"""``minigpu.optim``: SGD, Adam, AdamW, RMSprop, Adagrad and Adadelta with PyTorch's names,
+defaults and state_dict layout, and ``optim.lr_scheduler``.
 
 Each ``step()`` updates every parameter with ONE fused primitive call (``sgd_step_``,
-``adam_step_``, ...: one kernel per parameter on cuda), in place on the parameter's buffer.
+``adam_step_``, ...: one kernel per parameter on cuda), in place on the parameter's buffer;
+Adadelta is composed of elementwise ops.
 """
 from .adam import Adam
 from .optimizer import Optimizer
 from .sgd import SGD
 
 from . import lr_scheduler
+from .adadelta import Adadelta
 from .adagrad import Adagrad
 from .adamw import AdamW
 from .rmsprop import RMSprop
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "lr_scheduler"]
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta",
+           "lr_scheduler"]
