@@ -331,3 +331,84 @@ def test_adadelta_matches_torch_step_by_step():
             opt.step()
         np.testing.assert_allclose(mw.detach().numpy(), tw.detach().numpy(), rtol=1e-6,
                                    atol=1e-7)
+
+
+# --- 4. optimizers: LBFGS -----------------------------------------------------------------------
+def _quadratic(lib, dev=None):
+    """f(w) = 0.5 w^T A w - b^T w + 0.1 * sum(w^4) with A positive definite: a smooth problem
+    with one minimum, and a quartic term so that the line search has work to do."""
+    rng = np.random.default_rng(3)
+    m = rng.standard_normal((4, 4))
+    a, b = m @ m.T + 4 * np.eye(4), rng.standard_normal(4)
+    kw = {} if dev is None else dict(device=dev)
+    A, B = lib.tensor(a, **kw), lib.tensor(b, **kw)
+
+    def f(w):
+        return 0.5 * (w @ (A @ w)) - (B * w).sum() + 0.1 * (w ** 4).sum()
+    return a, b, f
+
+
+@pytest.mark.parametrize("line_search_fn", [None, "strong_wolfe"])
+@pytest.mark.parametrize("dev", ["cpu", "cuda"])
+def test_lbfgs_finds_the_minimum_of_a_convex_problem(dev, line_search_fn):
+    a, b, f = _quadratic(mg, dev)
+    w = nn.Parameter(mg.zeros(4, dtype=mg.float64, device=dev))
+    opt = mg.optim.LBFGS([w], lr=1, max_iter=40, history_size=5,
+                         line_search_fn=line_search_fn, tolerance_grad=1e-10,
+                         tolerance_change=1e-14)
+
+    def closure():
+        opt.zero_grad()
+        loss = f(w)
+        loss.backward()
+        return loss
+
+    first = opt.step(closure).item()
+    for _ in range(2):
+        opt.step(closure)
+    minimum = np.zeros(4)  # Newton's method on the gradient A w - b + 0.4 w^3
+    for _ in range(30):
+        minimum -= np.linalg.solve(a + np.diag(1.2 * minimum ** 2),
+                                   a @ minimum - b + 0.4 * minimum ** 3)
+    np.testing.assert_allclose(w.detach().numpy(), minimum, atol=1e-7)
+    assert first == 0.0 and f(w).item() == pytest.approx(f(mg.tensor(minimum, device=dev))
+                                                         .item(), abs=1e-12)
+    state = opt.state[w]
+    assert state["n_iter"] > 2 and len(state["old_dirs"]) <= 5  # history_size is kept
+
+
+@pytest.mark.parametrize("line_search_fn", [None, "strong_wolfe"])
+def test_lbfgs_matches_torch_step_by_step(line_search_fn):
+    torch = pytest.importorskip("torch")
+    _, _, mf = _quadratic(mg)
+    _, _, tf = _quadratic(torch)
+    mw = nn.Parameter(mg.zeros(4, dtype=mg.float64))
+    tw = torch.nn.Parameter(torch.zeros(4, dtype=torch.float64))
+    kwargs = dict(lr=0.8, max_iter=4, history_size=3, line_search_fn=line_search_fn)
+    mopt, topt = mg.optim.LBFGS([mw], **kwargs), torch.optim.LBFGS([tw], **kwargs)
+    for _ in range(4):
+        losses = []
+        for opt, w, f in ((mopt, mw, mf), (topt, tw, tf)):
+            def closure():
+                opt.zero_grad()
+                loss = f(w)
+                loss.backward()
+                return loss
+            losses.append(opt.step(closure).item())
+        assert losses[0] == pytest.approx(losses[1], rel=1e-12, abs=1e-14)
+        np.testing.assert_allclose(mw.detach().numpy(), tw.detach().numpy(), rtol=1e-10,
+                                   atol=1e-12)
+        assert mopt.state[mw]["func_evals"] == topt.state[tw]["func_evals"]
+
+
+def test_lbfgs_arguments_and_errors():
+    p = nn.Parameter(mg.ones(2))
+    assert mg.optim.LBFGS([p]).defaults["max_eval"] == 25  # max_iter * 5 // 4
+    with pytest.raises(ValueError, match="Invalid learning rate: -1"):
+        mg.optim.LBFGS([p], lr=-1)
+    with pytest.raises(RuntimeError, match="only 'strong_wolfe' is supported"):
+        mg.optim.LBFGS([p], line_search_fn="backtracking")
+    with pytest.raises(ValueError, match="doesn't support per-parameter options"):
+        mg.optim.LBFGS([{"params": [p]}, {"params": [nn.Parameter(mg.ones(1))]}])
+    with pytest.raises(RuntimeError, match="needs a closure"):
+        mg.optim.LBFGS([p]).step()

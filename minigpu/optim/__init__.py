@@ -1,9 +1,9 @@
-"""``minigpu.optim``: SGD, Adam, AdamW, RMSprop, Adagrad and Adadelta with PyTorch's names,
-defaults and state_dict layout, and ``optim.lr_scheduler``.
+"""``minigpu.optim``: SGD, Adam, AdamW, RMSprop, Adagrad, Adadelta and LBFGS with PyTorch's
+names, defaults and state_dict layout, and ``optim.lr_scheduler``.
 
 Each ``step()`` updates every parameter with ONE fused primitive call (``sgd_step_``,
 ``adam_step_``, ...: one kernel per parameter on cuda), in place on the parameter's buffer;
-Adadelta is composed of elementwise ops.
+Adadelta and LBFGS are composed of tensor ops.
 """
 from .adam import Adam
 from .optimizer import Optimizer
@@ -13,7 +13,8 @@ from . import lr_scheduler
 from .adadelta import Adadelta
 from .adagrad import Adagrad
 from .adamw import AdamW
+from .lbfgs import LBFGS
 from .rmsprop import RMSprop
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta",
-           "lr_scheduler"]
+           "LBFGS", "lr_scheduler"]
