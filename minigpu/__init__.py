@@ -30,6 +30,7 @@ from .ops import einsum
 from .interop import from_dlpack
 from .ops import allclose, cumprod, cumsum, gather, masked_select, norm, prod, scatter_add
 from .ops import argsort, sort, topk
+from .ops import amax, amin, dot, flip, logsumexp, tril, triu
 from .random import Generator, default_generator, initial_seed, manual_seed
 from .serialization import load, save
 from .tensor import Device, Size, Tensor, bool_ as bool, device, float32

@@ -559,6 +559,15 @@ class Tensor(TensorMethods):
 
     clip_ = clamp_
 
+    def addcmul_(self, tensor1, tensor2, value=1):
+        return ops.addcmul_(self, tensor1, tensor2, value)
+
+    def addcdiv_(self, tensor1, tensor2, value=1):
+        return ops.addcdiv_(self, tensor1, tensor2, value)
+
+    def sqrt_(self):
+        return ops.sqrt_(self)
+
     def masked_fill_(self, mask, value):
         return ops.masked_fill_(self, mask, value)
 

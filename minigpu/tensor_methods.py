@@ -368,3 +368,31 @@ class TensorMethods:
     def topk(self, k, dim=-1, largest=True, sorted=True):
         """The ``k`` largest (``largest=False``: smallest) elements along ``dim`` and their indices, in sorted order (``sorted=False`` is allowed to return any order; this one is sorted)."""
         return _ops().topk(self, k, dim, largest, sorted)
+
+    def amax(self, dim=(), keepdim=False):
+        """The maximum over ``dim`` (an int or a tuple; ``()``: every dim). Unlike ``max(dim)`` it returns no indices, and its gradient is shared equally among tied maxima."""
+        return _ops().amax(self, dim, keepdim)
+
+    def amin(self, dim=(), keepdim=False):
+        """The minimum over ``dim`` (an int or a tuple; ``()``: every dim), ties sharing the gradient."""
+        return _ops().amin(self, dim, keepdim)
+
+    def logsumexp(self, dim, keepdim=False):
+        """``log(sum(exp(x), dim))`` computed stably: the maximum is taken out first (and kept out of the gradient: d/dx is softmax(x) whatever it is); infinite maxima are left in."""
+        return _ops().logsumexp(self, dim, keepdim)
+
+    def dot(self, b):
+        """The inner product of two 1-D tensors of the same size and dtype."""
+        return _ops().dot(self, b)
+
+    def flip(self, dims):
+        """A copy of ``x`` with the order of its elements reversed along ``dims`` (an int or a sequence): one ``index_select`` with a reversed index per dim."""
+        return _ops().flip(self, dims)
+
+    def tril(self, diagonal=0):
+        """The lower triangle of the last two dims (elements on and below the ``diagonal``-th diagonal), the rest zero."""
+        return _ops().tril(self, diagonal)
+
+    def triu(self, diagonal=0):
+        """The upper triangle of the last two dims (on and above the ``diagonal``-th diagonal)."""
+        return _ops().triu(self, diagonal)

@@ -412,3 +412,135 @@ def test_lbfgs_arguments_and_errors():
         mg.optim.LBFGS([{"params": [p]}, {"params": [nn.Parameter(mg.ones(1))]}])
     with pytest.raises(RuntimeError, match="needs a closure"):
         mg.optim.LBFGS([p]).step()
+
+
+# --- 5. composed tensor ops ---------------------------------------------------------------------
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+import minigpu.nn.functional as F  # noqa: E402
+from minigpu.autograd import gradcheck  # noqa: E402
+from strategies import arrays, shapes  # noqa: E402
+
+
+def _np_logsumexp(a, axis):
+    m = a.max(axis=axis, keepdims=True)
+    return np.log(np.exp(a - m).sum(axis=axis)) + m.squeeze(axis)
+
+
+def _np_unit(a, axis, eps):
+    return a / np.maximum(np.sqrt((a * a).sum(axis=axis, keepdims=True)), eps)
+
+
+# name -> (minigpu function of x, NumPy reference); x has at least 2 dims
+COMPOSED = {
+    "tril": (lambda x: x.tril(), np.tril),
+    "triu(1)": (lambda x: mg.triu(x, 1), lambda a: np.triu(a, 1)),
+    "tril(-1)": (lambda x: x.tril(diagonal=-1), lambda a: np.tril(a, -1)),
+    "flip(0,-1)": (lambda x: x.flip((0, -1)), lambda a: np.flip(a, (0, -1))),
+    "flip(1)": (lambda x: mg.flip(x, 1), lambda a: np.flip(a, 1)),
+    "logsumexp(-1)": (lambda x: x.logsumexp(-1), lambda a: _np_logsumexp(a, -1)),
+    "logsumexp(0,keep)": (lambda x: mg.logsumexp(x, 0, keepdim=True),
+                          lambda a: _np_logsumexp(a, 0)[None]),
+    "amax": (lambda x: x.amax(), np.max),
+    "amax(1)": (lambda x: x.amax(1), lambda a: a.max(1)),
+    "amin((0,1),keep)": (lambda x: mg.amin(x, (0, 1), keepdim=True),
+                         lambda a: a.min((0, 1), keepdims=True)),
+    "dot": (lambda x: mg.dot(x.flatten(1)[0], x.flatten(1)[-1]),
+            lambda a: np.dot(a.reshape(len(a), -1)[0], a.reshape(len(a), -1)[-1])),
+    "normalize": (lambda x: F.normalize(x), lambda a: _np_unit(a, 1, 1e-12)),
+    "normalize(p=1,dim=0)": (lambda x: F.normalize(x, p=1, dim=0),
+                             lambda a: a / np.maximum(np.abs(a).sum(0, keepdims=True), 1e-12)),
+    "cosine_similarity": (lambda x: F.cosine_similarity(x, x.flip(0) + 1, dim=-1),
+                          lambda a: (_np_unit(a, -1, 1e-8)
+                                     * _np_unit(np.flip(a, 0) + 1, -1, 1e-8)).sum(-1)),
+    "addcmul_": (lambda x: (x * 1).addcmul_(x, x.flip(0), value=0.5),
+                 lambda a: a + 0.5 * a * np.flip(a, 0)),
+    "addcdiv_": (lambda x: (x * 1).addcdiv_(x, x * x + 1, value=-2),
+                 lambda a: a - 2 * a / (a * a + 1)),
+    "sqrt_": (lambda x: (x * x + 0.5).sqrt_(), lambda a: np.sqrt(a * a + 0.5)),
+}
+
+
+@pytest.mark.parametrize("name", COMPOSED)
+@given(data=st.data())
+def test_composed_ops_cuda_matches_cpu_and_numpy(name, data):
+    fn, reference = COMPOSED[name]
+    a = data.draw(shapes(min_dims=2, max_dims=3, max_side=4).flatmap(arrays))
+    w = data.draw(arrays(np.shape(reference(a.astype(np.float64)))))
+    out, grads = {}, {}
+    for dev in ("cpu", "cuda"):
+        x = mg.tensor(a, device=dev, requires_grad=True)
+        y = fn(x)
+        (y * mg.tensor(w, device=dev)).sum().backward()
+        out[dev], grads[dev] = y.detach().numpy(), x.grad.numpy()
+        assert y.device == dev and x.grad.device == dev
+    np.testing.assert_allclose(out["cpu"], reference(a.astype(np.float64)), rtol=1e-5,
+                               atol=1e-5)
+    np.testing.assert_allclose(out["cuda"], out["cpu"], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(grads["cuda"], grads["cpu"], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", COMPOSED)
+def test_composed_ops_gradcheck(name):
+    fn, _ = COMPOSED[name]
+    rng = np.random.default_rng(0)
+    x = mg.tensor(rng.permutation(12).reshape(3, 4) * 0.37 - 2.0, dtype=mg.float64,
+                  requires_grad=True)  # distinct values: no ties for amax/amin
+    assert gradcheck(fn, [x])
+
+
+def test_composed_ops_edge_cases_follow_torch():
+    inf = float("inf")
+    x = mg.tensor([[-inf, -inf], [1.0, inf], [0.0, 0.0]])
+    assert mg.logsumexp(x, 1).tolist() == [-inf, inf, pytest.approx(np.log(2))]
+    ties = mg.tensor([[2.0, 2.0, 1.0]], requires_grad=True)
+    ties.amax().backward()
+    assert ties.grad.tolist() == [[0.5, 0.5, 0.0]]  # shared, unlike max(dim)'s one index
+    z = mg.zeros(2, 3, requires_grad=True)
+    F.cosine_similarity(z, mg.ones(2, 3)).sum().backward()  # eps keeps the gradient finite
+    assert np.isfinite(z.grad.numpy()).all()
+    assert F.normalize(mg.zeros(1, 2)).tolist() == [[0.0, 0.0]]
+    assert mg.tril(mg.ones(2, 2, dtype=mg.int64)).tolist() == [[1, 0], [1, 1]]
+    assert mg.arange(3).flip(0).tolist() == [2, 1, 0]
+
+
+def test_composed_ops_errors_in_torchs_words():
+    with pytest.raises(RuntimeError, match="1D tensors expected, but got 2D and 1D tensors"):
+        mg.dot(mg.ones(2, 2), mg.ones(2))
+    with pytest.raises(RuntimeError, match="inconsistent tensor size, expected tensor \\[3\\] "
+                                           "and src \\[4\\]"):
+        mg.dot(mg.ones(3), mg.ones(4))
+    with pytest.raises(RuntimeError, match="dot : expected both vectors to have same dtype"):
+        mg.dot(mg.ones(3), mg.ones(3, dtype=mg.float64))
+    with pytest.raises(RuntimeError, match="tril: input tensor must have at least 2 dimensions"):
+        mg.ones(3).tril()
+    with pytest.raises(RuntimeError, match="dims has duplicates"):
+        mg.ones(2, 2).flip((0, -2))
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad"):
+        mg.ones(2, requires_grad=True).sqrt_()
+
+
+def test_composed_ops_match_torch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((3, 4)), rng.standard_normal((1, 4))
+    pairs = [(lambda lib, f, x, y: lib.logsumexp(x, dim=(0, 1)), None),
+             (lambda lib, f, x, y: f.normalize(x, p=3, dim=0, eps=1e-3), None),
+             (lambda lib, f, x, y: f.cosine_similarity(x, y, dim=1, eps=1e-6), None),
+             (lambda lib, f, x, y: x.triu(-1).flip(1).amin(0), None),
+             (lambda lib, f, x, y: x.clone().addcdiv_(x, y.abs() + 1, value=0.3), None)]
+    for fn, _ in pairs:
+        results = []
+        for lib, f in ((mg, F), (torch, torch.nn.functional)):
+            x = lib.tensor(a, requires_grad=True)
+            y = lib.tensor(b, requires_grad=True)
+            out = fn(lib, f, x, y)
+            out.sum().backward()
+            results.append([out.detach().numpy(), x.grad.numpy(), y.grad.numpy()
+                            if y.grad is not None else None])
+        for mine, theirs in zip(*results):
+            if theirs is None:
+                assert mine is None
+            else:
+                np.testing.assert_allclose(mine, theirs, rtol=1e-10, atol=1e-12)
