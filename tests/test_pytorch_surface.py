@@ -544,3 +544,27 @@ def test_composed_ops_match_torch():
                 assert mine is None
             else:
                 np.testing.assert_allclose(mine, theirs, rtol=1e-10, atol=1e-12)
+
+
+# --- torch.nn.modules paths ---------------------------------------------------------------------
+def test_nn_modules_paths_import_and_are_the_nn_classes():
+    import importlib
+    from minigpu.nn.modules import TORCH_FILES
+    from minigpu.nn.modules.loss import _Loss  # noqa: F401  (what custom losses subclass)
+    for file, names in TORCH_FILES.items():
+        sub = importlib.import_module(f"minigpu.nn.modules.{file}")
+        assert getattr(mg.nn.modules, file) is sub
+        for name in names:
+            assert getattr(sub, name) is getattr(mg.nn, name, getattr(mg.nn.loss, name, None))
+    assert issubclass(nn.MSELoss, mg.nn.modules.loss._Loss)
+    assert mg.nn.modules.Linear is nn.Linear and mg.nn.modules.module.Module is nn.Module
+
+
+def test_nn_modules_paths_are_torchs():
+    torch = pytest.importorskip("torch")
+    import importlib
+    from minigpu.nn.modules import TORCH_FILES
+    for file, names in TORCH_FILES.items():
+        theirs = importlib.import_module(f"torch.nn.modules.{file}")
+        missing = [n for n in names if not hasattr(theirs, n)]
+        assert not missing, f"torch.nn.modules.{file} has no {missing}"

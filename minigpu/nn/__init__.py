@@ -13,3 +13,4 @@ from .upsampling import Upsample
 from .module import Module, ModuleList, Parameter, Sequential
 from .parallel import DataParallel
 from .rnn import GRU, LSTM, RNN, Embedding, GRUCell, LSTMCell, RNNCell
+from . import modules  # noqa: E402  (PyTorch's module paths: torch.nn.modules.loss, ...)
