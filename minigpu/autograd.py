@@ -79,6 +79,21 @@ class enable_grad(set_grad_enabled):
         super().__init__(True)
 
 
+class inference_mode(set_grad_enabled):
+    """``with inference_mode():`` is ``no_grad()`` in minigpu (PyTorch also skips version
+    counting there; minigpu has no separate inference tensors); ``inference_mode(False)``
+    leaves recording as it is."""
+
+    def __init__(self, mode=True):
+        super().__init__(False)
+        self.inference = bool(mode)
+
+    def __enter__(self):
+        self.previous = is_grad_enabled()
+        if self.inference:
+            _grad_mode.enabled = False
+
+
 class Function:
     """Base class of differentiable operations, in PyTorch's form.
 

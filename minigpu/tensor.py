@@ -289,9 +289,15 @@ class Tensor(TensorMethods):
 
     # --- transfer ------------------------------------------------------------------------
     def to(self, *args, **kwargs):
-        """``to(device)``, ``to(dtype)`` or ``to(device, dtype)``; a no-op returns self."""
+        """``to(device)``, ``to(dtype)`` or ``to(device, dtype)``; a no-op returns self (a copy
+        with ``copy=True``). ``non_blocking`` and row-major ``memory_format``s are accepted."""
         device = kwargs.pop("device", None)
         dtype = kwargs.pop("dtype", None)
+        kwargs.pop("non_blocking", None)  # device work is queued on the current stream anyway
+        copy = kwargs.pop("copy", False)
+        if "memory_format" in kwargs:
+            from .tensor_types import check_memory_format
+            check_memory_format("to", kwargs.pop("memory_format"))
         if kwargs:
             raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
         for a in args:
@@ -306,7 +312,7 @@ class Tensor(TensorMethods):
             out = ops.elementwise.Cast.apply(out, _check_dtype(dtype))
         if device is not None and Device(device) != self.device:
             out = ops.shape.ToDevice.apply(out, Device(device))
-        return out
+        return ops.clone(out) if copy and out is self else out
 
     def cuda(self):
         return self.to("cuda")

@@ -65,3 +65,32 @@ def parse(spec):
             return _DTYPES[name], Device("cuda" if prefix.endswith("cuda") else "cpu")
         raise ValueError(f"invalid type: '{spec}'")
     return spec, None
+
+
+class memory_format:
+    """PyTorch's memory formats. minigpu tensors are row-major: ``contiguous_format`` and
+    ``preserve_format`` are accepted wherever PyTorch takes ``memory_format=``;
+    ``channels_last`` (NHWC strides) is refused, naming the feature."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return f"minigpu.{self.name}"
+
+
+contiguous_format, preserve_format = memory_format("contiguous_format"), memory_format(
+    "preserve_format")
+channels_last, channels_last_3d = memory_format("channels_last"), memory_format(
+    "channels_last_3d")
+
+
+def check_memory_format(what, fmt):
+    """Refuse a memory format minigpu does not have (``None`` and the row-major ones pass)."""
+    if fmt is None or fmt is contiguous_format or fmt is preserve_format:
+        return
+    if fmt is channels_last or fmt is channels_last_3d:
+        raise NotImplementedError(f"{what}: memory_format={fmt!r} (channels-last strides) is not "
+                                  f"supported by minigpu: its tensors are row-major; use "
+                                  f"minigpu.contiguous_format")
+    raise TypeError(f"{what}: memory_format must be a minigpu memory format, got {fmt!r}")

@@ -568,3 +568,75 @@ def test_nn_modules_paths_are_torchs():
         theirs = importlib.import_module(f"torch.nn.modules.{file}")
         missing = [n for n in names if not hasattr(theirs, n)]
         assert not missing, f"torch.nn.modules.{file} has no {missing}"
+
+
+# --- data-dependent ops, namespace functions, grad modes, memory formats ----------------------
+@given(data=st.data())
+def test_nonzero_and_unique_cuda_matches_cpu_and_numpy(data):
+    shape = data.draw(shapes(min_dims=1, max_dims=3, max_side=4))
+    a = data.draw(arrays(shape).map(lambda v: np.round(v) * (np.abs(v) > 1)))  # zeros, repeats
+    expected_values, expected_inverse, expected_counts = np.unique(a, return_inverse=True,
+                                                                   return_counts=True)
+    for dev in ("cpu", "cuda"):
+        x = mg.tensor(a, device=dev)
+        nz = x.nonzero()
+        assert nz.dtype == mg.int64 and nz.device == dev
+        np.testing.assert_array_equal(nz.numpy(), np.argwhere(a))
+        for mine, theirs in zip(mg.nonzero(x, as_tuple=True), np.nonzero(a)):
+            np.testing.assert_array_equal(mine.numpy(), theirs)
+        values, inverse, counts = x.unique(return_inverse=True, return_counts=True)
+        np.testing.assert_array_equal(values.numpy(), expected_values)
+        np.testing.assert_array_equal(inverse.numpy(), expected_inverse.reshape(a.shape))
+        np.testing.assert_array_equal(counts.numpy(), expected_counts)
+        np.testing.assert_array_equal(mg.unique(x).numpy(), expected_values)
+
+
+def test_nonzero_and_unique_edge_cases_follow_torch():
+    assert tuple(mg.tensor(3.0).nonzero().shape) == (1, 0)
+    assert tuple(mg.tensor(0.0).nonzero().shape) == (0, 0)
+    assert [t.tolist() for t in mg.tensor(2.0).nonzero(as_tuple=True)] == [[0]]
+    assert tuple(mg.zeros(0, 3).nonzero().shape) == (0, 2)
+    values, counts = mg.tensor([], dtype=mg.int64).unique(return_counts=True)
+    assert values.tolist() == [] and counts.tolist() == []
+    assert mg.tensor([True, False, True]).unique().tolist() == [False, True]
+    with pytest.raises(NotImplementedError, match="unique\\(dim=...\\)"):
+        mg.ones(2, 2).unique(dim=0)
+
+
+def test_namespace_functions_grad_modes_and_is_tensor():
+    x, y = mg.tensor([1.0, 4.0]), mg.tensor([2.0, 2.0])
+    assert mg.mul(x, y).tolist() == [2.0, 8.0] and mg.add(x, y, alpha=2).tolist() == [5.0, 8.0]
+    assert mg.sub(x, y).tolist() == [-1.0, 2.0] and mg.div(x, y).tolist() == [0.5, 2.0]
+    assert mg.pow(x, 2).tolist() == [1.0, 16.0] and mg.neg(x).tolist() == [-1.0, -4.0]
+    assert mg.square(y).tolist() == [4.0, 4.0] and mg.rsqrt(x).tolist() == [1.0, 0.5]
+    assert mg.masked_fill(x, x > 2, 0.0).tolist() == [1.0, 0.0]
+    assert mg.is_tensor(x) and mg.is_tensor(nn.Parameter(x)) and not mg.is_tensor([1.0])
+    w = mg.ones(2, requires_grad=True)
+    with mg.inference_mode():
+        assert not (w * 2).requires_grad and not mg.is_grad_enabled()
+    with mg.inference_mode(False):
+        assert (w * 2).requires_grad
+
+    @mg.inference_mode()
+    def predict(v):
+        return v * 2
+    assert not predict(w).requires_grad and mg.is_grad_enabled()
+
+
+@pytest.mark.parametrize("dev", ["cpu", "cuda"])
+def test_memory_format_and_to_keywords(dev):
+    x = mg.arange(6.0, device=dev).reshape(2, 3).T
+    y = x.contiguous(memory_format=mg.contiguous_format)
+    assert y.is_contiguous() and y.tolist() == x.tolist()
+    z = x.clone(memory_format=mg.preserve_format)
+    assert z.tolist() == x.tolist() and z._buf is not x._buf
+    assert x.to(dev, non_blocking=True) is x
+    c = x.to(dev, copy=True)
+    assert c is not x and c._buf is not x._buf and c.tolist() == x.tolist()
+    model = nn.Linear(2, 2).to(dev, memory_format=mg.contiguous_format, non_blocking=True)
+    assert model.weight.device == dev
+    with pytest.raises(NotImplementedError, match="memory_format=minigpu.channels_last"):
+        x.contiguous(memory_format=mg.channels_last)
+    with pytest.raises(NotImplementedError, match="channels-last strides"):
+        nn.Conv2d(1, 1, 1).to(memory_format=mg.channels_last)
+    assert repr(mg.contiguous_format) == "minigpu.contiguous_format"

@@ -14,7 +14,7 @@ from .shape import (cat, chunk, clone, contiguous, expand, expand_as, flatten, g
                     permute, repeat, reshape, reshape_as, split, squeeze, stack, t, transpose,
                     unbind, unsqueeze, view, view_as)
 from .softmax import log_softmax, softmax
-from .scan import cumprod, cumsum, masked_select, prod
+from .scan import cumprod, cumsum, masked_select, nonzero, prod, unique
 from .sort import argsort, sort, topk
 from .activation import elu, gelu, silu, softplus
 from .einsum import einsum

@@ -14,6 +14,7 @@ import numpy as np
 from ..autograd import Function
 from ..backends.contract import View, contiguous_strides, numel
 from ..tensor import Device, Tensor
+from ..tensor_types import check_memory_format
 from .common import check_same_device
 
 
@@ -324,12 +325,16 @@ def repeat(x, *sizes):
     return reshape(tiled, *[r * s for r, s in zip(sizes, x.shape)])
 
 
-def contiguous(x):
+def contiguous(x, memory_format=None):
+    """x itself when row-major, else a row-major copy (``memory_format``: PyTorch's argument,
+    row-major formats only)."""
+    check_memory_format("contiguous", memory_format)
     return x if x.is_contiguous() else Clone.apply(x)
 
 
-def clone(x):
-    """A copy with its own dense buffer (differentiable)."""
+def clone(x, *, memory_format=None):
+    """A copy with its own dense buffer (differentiable); always row-major."""
+    check_memory_format("clone", memory_format)
     return Clone.apply(x)
 
 
