@@ -640,3 +640,12 @@ def test_memory_format_and_to_keywords(dev):
     with pytest.raises(NotImplementedError, match="channels-last strides"):
         nn.Conv2d(1, 1, 1).to(memory_format=mg.channels_last)
     assert repr(mg.contiguous_format) == "minigpu.contiguous_format"
+
+
+@pytest.mark.parametrize("dev", ["cpu", "cuda"])
+def test_stack_and_cat_of_empty_tensors(dev):
+    empty = mg.zeros(0, dtype=mg.int64, device=dev)
+    assert tuple(mg.stack([empty, empty], 1).shape) == (0, 2)
+    assert mg.cat([mg.ones(2, device=dev), mg.zeros(0, device=dev)]).tolist() == [1.0, 1.0]
+    assert tuple(mg.cat([mg.zeros(2, 0, device=dev), mg.zeros(2, 0, device=dev)], 1).shape) == (
+        2, 0)

@@ -211,11 +211,7 @@ def nonzero(x, *, as_tuple=False):
         grid = np.arange(size, dtype=np.int64).reshape([-1 if i == d else 1
                                                         for i in range(len(shape))])
         coords.append(masked_select(expand(Tensor._from_array(grid, x.device), *shape), mask))
-    if as_tuple:
-        return tuple(coords)
-    if not coords[0].numel():  # stack would view past the end of an empty buffer
-        return Tensor._from_array(np.zeros((0, x.ndim), np.int64), x.device)
-    return stack(coords, 1)
+    return tuple(coords) if as_tuple else stack(coords, 1)
 
 
 def unique(x, sorted=True, return_inverse=False, return_counts=False, dim=None):

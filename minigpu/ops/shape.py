@@ -191,8 +191,8 @@ class Cat(Function):
         out = Tensor._dense(first.backend.empty(numel(shape), first.dtype), shape, first.device)
         start = 0
         for t, size in zip(tensors, self.sizes):
-            part = narrow(out, dim, start, size)
-            t.backend.assign_(part._view(), t._view())
+            if t.numel():  # an empty part writes nothing (and its window may start past the end)
+                t.backend.assign_(narrow(out, dim, start, size)._view(), t._view())
             start += size
         return out
 
