@@ -16,9 +16,10 @@ range, plus a ``__metadata__`` dict of strings) and the raw tensor bytes. So:
 - ``f`` is a path or a binary file object (``io.BytesIO``, ``open(path, "wb")``). The device
   of each cuda tensor is kept in the metadata (``minigpu.devices``), so ``load`` restores it
   there unless ``map_location`` says otherwise (PyTorch's rules).
-- Writing to a path goes to a temporary file in the same folder, renamed into place (``os.replace``):
-  an interrupted save never leaves a truncated checkpoint. The file gets the usual mode
-  (0666 minus the umask), like any file the user creates.
+- Writing to a path goes to a temporary file in the same folder, renamed into place
+  (``os.replace``): an interrupted save never leaves a truncated checkpoint. The file gets
+  the usual mode (0666 minus the umask), like any file the user creates. A file object is
+  written as it is given.
 - Never pickle: checkpoints written by earlier minigpu versions (``.npz``) load with
   ``np.load(allow_pickle=False)``.
 """
