@@ -649,3 +649,52 @@ def test_stack_and_cat_of_empty_tensors(dev):
     assert mg.cat([mg.ones(2, device=dev), mg.zeros(0, device=dev)]).tolist() == [1.0, 1.0]
     assert tuple(mg.cat([mg.zeros(2, 0, device=dev), mg.zeros(2, 0, device=dev)], 1).shape) == (
         2, 0)
+
+
+# --- torch.autograd.grad ------------------------------------------------------------------------
+@pytest.mark.parametrize("dev", ["cpu", "cuda"])
+def test_autograd_grad_returns_what_backward_accumulates_and_changes_no_grad(dev):
+    mg.manual_seed(0)
+    w = mg.randn(3, 2, device=dev, requires_grad=True)
+    b = mg.randn(2, device=dev, requires_grad=True)
+    other = mg.randn(2, device=dev, requires_grad=True)
+    x = mg.randn(4, 3, device=dev)
+
+    def loss_fn():
+        h = (x @ w + b).tanh()
+        return h, (h * other).sum() + (h ** 2).mean()
+
+    h, loss = loss_fn()
+    gw, gh = mg.autograd.grad(loss, [w, h], retain_graph=True)
+    assert w.grad is None and b.grad is None and other.grad is None  # nothing accumulated
+    (gb,) = mg.autograd.grad(loss, b)
+    h2, loss2 = loss_fn()
+    h2.retain_grad()
+    loss2.backward()
+    for mine, expected in ((gw, w.grad), (gb, b.grad), (gh, h2.grad)):
+        assert mine.device == dev
+        np.testing.assert_allclose(mine.numpy(), expected.numpy(), rtol=1e-6, atol=1e-7)
+    # two outputs with their grad_outputs add up
+    _, loss3 = loss_fn()
+    g2 = mg.autograd.grad([loss3, (b * 3).sum()], [b], grad_outputs=[mg.tensor(2.0, device=dev),
+                                                                    None])[0]
+    np.testing.assert_allclose(g2.numpy(), 2 * b.grad.numpy() + 3, rtol=1e-6, atol=1e-6)
+
+
+def test_autograd_grad_errors_and_unused_inputs():
+    a = mg.ones(2, requires_grad=True)
+    unused = mg.ones(2, requires_grad=True)
+    y = (a * 2).sum()
+    with pytest.raises(RuntimeError, match="appears to not have been used in the graph"):
+        mg.autograd.grad(y, [a, unused], retain_graph=True)
+    ga, gu = mg.autograd.grad(y, [a, unused], allow_unused=True, retain_graph=True)
+    assert ga.tolist() == [2.0, 2.0] and gu is None
+    assert mg.autograd.grad(y, [unused], materialize_grads=True,
+                            retain_graph=True)[0].tolist() == [0.0, 0.0]
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        mg.autograd.grad(y, [mg.ones(2)], retain_graph=True)
+    with pytest.raises(NotImplementedError, match="create_graph=True.*gradient penalties"):
+        mg.autograd.grad(y, [a], create_graph=True)
+    mg.autograd.grad(y, [a])
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        mg.autograd.grad(y, [a])
