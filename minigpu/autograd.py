@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import sys as _sys
 import threading
+import types as _types
 
 import numpy as np
 
@@ -568,3 +570,16 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0):
                 f"analytical=\n{analytical}\nnumerical=\n{numerical}")
     return True
 
+
+
+def once_differentiable(backward):
+    """``torch.autograd.function.once_differentiable``: marks a ``backward`` that is not itself
+    differentiable. minigpu runs every backward without recording (there are no higher-order
+    gradients), so the function is returned as it is."""
+    return backward
+
+
+# ``from torch.autograd.function import Function, once_differentiable``: PyTorch's module path
+function = _types.ModuleType(__name__ + ".function", "torch.autograd.function's names")
+function.Function, function.once_differentiable = Function, once_differentiable
+_sys.modules[function.__name__] = function

@@ -698,3 +698,24 @@ def test_autograd_grad_errors_and_unused_inputs():
     mg.autograd.grad(y, [a])
     with pytest.raises(RuntimeError, match="backward through the graph a second time"):
         mg.autograd.grad(y, [a])
+
+
+def test_once_differentiable_under_torchs_module_path():
+    from minigpu.autograd.function import Function, once_differentiable
+
+    class Cube(Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x ** 3
+
+        @staticmethod
+        @once_differentiable
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return g * 3 * x ** 2
+
+    x = mg.tensor([1.0, -2.0], dtype=mg.float64, requires_grad=True)
+    Cube.apply(x).sum().backward()
+    assert x.grad.tolist() == [3.0, 12.0] and Function is mg.autograd.Function
+    assert gradcheck(Cube.apply, [x])
