@@ -210,7 +210,7 @@ def load_classifier(folder: Path, device):
     try:
         config = json.loads(config_path.read_text())
         model = LeNet5(**config)
-        model.load_state_dict(mg.load(model_path))
+        model.load_state_dict(mg.load(model_path, map_location="cpu"))  # a GPU run, read anywhere
     except Exception as e:  # a checkpoint from another version of the demo
         print(f"cannot use the classifier in {folder} ({type(e).__name__}: {e}); training one")
         return None

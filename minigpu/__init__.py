@@ -14,8 +14,10 @@ if _os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":  # kernels will run on Numba'
 
     _install()
 
-from . import cuda, datasets, nn, optim, profiler, utils
-from .autograd import Function, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from . import (accelerator, backends, cuda, datasets, nn, onnx, optim, profiler, serialization,
+               utils)
+from .autograd import (Function, enable_grad, inference_mode, is_grad_enabled, no_grad,
+                       set_grad_enabled)
 from .creation import (arange, as_tensor, empty, empty_like, eye, from_numpy, full, full_like,
                        linspace, ones, ones_like, rand, rand_like, randint, randn, randn_like,
                        randperm, tensor, zeros, zeros_like)
@@ -29,12 +31,22 @@ from .ops import einsum
 from .interop import from_dlpack
 from .ops import allclose, cumprod, cumsum, gather, masked_select, norm, prod, scatter_add
 from .ops import argsort, sort, topk
+from .ops import amax, amin, dot, flip, logsumexp, nonzero, tril, triu, unique
+from .ops import add, div, masked_fill, mul, neg, pow, rsqrt, square, sub
 from .random import Generator, default_generator, initial_seed, manual_seed
 from .serialization import load, save
 from .tensor import Device, Size, Tensor, bool_ as bool, device, float32
 from .tensor import float64, int64, long
+from .tensor_types import BoolTensor, DoubleTensor, FloatTensor, LongTensor
+from .tensor_types import channels_last, contiguous_format, memory_format, preserve_format
 
 float = float32
+
+
+def is_tensor(obj) -> bool:
+    """True for a minigpu Tensor (or a Parameter)."""
+    return isinstance(obj, Tensor)
+
 double = float64
 
 __version__ = "0.1.0"

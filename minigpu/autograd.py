@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import sys as _sys
 import threading
+import types as _types
 
 import numpy as np
 
@@ -77,6 +79,21 @@ class no_grad(set_grad_enabled):
 class enable_grad(set_grad_enabled):
     def __init__(self):
         super().__init__(True)
+
+
+class inference_mode(set_grad_enabled):
+    """``with inference_mode():`` is ``no_grad()`` in minigpu (PyTorch also skips version
+    counting there; minigpu has no separate inference tensors); ``inference_mode(False)``
+    leaves recording as it is."""
+
+    def __init__(self, mode=True):
+        super().__init__(False)
+        self.inference = bool(mode)
+
+    def __enter__(self):
+        self.previous = is_grad_enabled()
+        if self.inference:
+            _grad_mode.enabled = False
 
 
 class Function:
@@ -319,6 +336,16 @@ def _topological_order(root_fn):
 
 def backward(tensor, gradient=None, retain_graph=False):
     """Backpropagate from ``tensor``; see :meth:`Tensor.backward`."""
+    gradient = _initial_gradient(tensor, gradient)
+    with no_grad():
+        if tensor.grad_fn is None:
+            _accumulate_leaf(tensor, gradient)
+            return
+        for leaf, g in _walk(tensor, gradient, retain_graph).values():
+            _accumulate_leaf(leaf, g)
+
+
+def _initial_gradient(tensor, gradient):
     if not tensor.requires_grad:
         raise RuntimeError("element 0 of tensors does not require grad and does not have a grad_fn")
     if gradient is None:
@@ -331,58 +358,114 @@ def backward(tensor, gradient=None, retain_graph=False):
         raise RuntimeError(f"Mismatch in shape: grad_output[0] has a shape of "
                            f"{tuple(gradient.shape)} and output[0] has a shape of "
                            f"{tuple(tensor.shape)}.")
-    with no_grad():
-        if tensor.grad_fn is None:
-            _accumulate_leaf(tensor, gradient)
-            return
-        root = tensor.grad_fn
-        pending = {id(root): [None] * root.num_outputs}
-        pending[id(root)][tensor._output_index] = gradient
-        leaves = {}  # id -> [leaf, summed gradient]: accumulated once, after the walk
-        for node in _topological_order(root):
-            grads_out = pending.pop(id(node), None)
-            if grads_out is None:  # no gradient reached this node (a node in pending has one)
+    return gradient
+
+
+def _walk(tensor, gradient, retain_graph, captured=None):
+    """Run the graph of ``tensor`` (a non-leaf) backward from ``gradient``; returns
+    ``{id: [leaf, summed gradient]}`` for the leaves reached. ``captured`` maps
+    ``(id(node), output index)`` of non-leaf tensors to the gradient arriving there (filled
+    in; :func:`grad` asks for them)."""
+    root = tensor.grad_fn
+    pending = {id(root): [None] * root.num_outputs}
+    pending[id(root)][tensor._output_index] = gradient
+    leaves = {}  # id -> [leaf, summed gradient]: accumulated once, after the walk
+    for node in _topological_order(root):
+        grads_out = pending.pop(id(node), None)
+        if grads_out is None:  # no gradient reached this node (a node in pending has one)
+            continue
+        if getattr(node, "inputs", None) is None:
+            raise RuntimeError("Trying to backward through the graph a second time; "
+                               "pass retain_graph=True to the first backward call.")
+        if node.materialize_grads and any(g is None for g in grads_out):
+            grads_out = [Tensor._full(meta[0], 0, meta[1], meta[2]) if g is None and meta
+                         else g for g, meta in zip(grads_out, node.output_meta)]
+        if node._output_hooks or node._retained:
+            _output_hooks(node, grads_out)
+        if captured:
+            for index, g in enumerate(grads_out):
+                if (id(node), index) in captured and g is not None:
+                    captured[id(node), index] = g
+        if observers:
+            grads_in = _observed("backward", node, type(node).backward, *grads_out)
+        else:
+            grads_in = type(node).backward(node, *grads_out)
+        if not isinstance(grads_in, tuple):
+            grads_in = (grads_in,)
+        if len(grads_in) != len(node.inputs):
+            grads_in = _check_arity(node, grads_in)
+        for i, (inp, edge, g) in enumerate(zip(node.inputs, node.next_functions, grads_in)):
+            if edge is None or g is None:
                 continue
-            if getattr(node, "inputs", None) is None:
-                raise RuntimeError("Trying to backward through the graph a second time; "
-                                   "pass retain_graph=True to the first backward call.")
-            if node.materialize_grads and any(g is None for g in grads_out):
-                grads_out = [Tensor._full(meta[0], 0, meta[1], meta[2]) if g is None and meta
-                             else g for g, meta in zip(grads_out, node.output_meta)]
-            if node._output_hooks or node._retained:
-                _output_hooks(node, grads_out)
-            if observers:
-                grads_in = _observed("backward", node, type(node).backward, *grads_out)
+            if g.shape != inp.shape:
+                raise RuntimeError(f"Function {node.name()} returned an invalid gradient at "
+                                   f"index {i} - got {list(g.shape)} but expected shape "
+                                   f"compatible with {list(inp.shape)}")
+            fn, k = edge
+            if fn is None:
+                entry = leaves.get(id(inp))
+                if entry is None:
+                    leaves[id(inp)] = [inp, g]
+                else:
+                    entry[1] = entry[1] + g
+                continue
+            slots = pending.get(id(fn))
+            if slots is None:
+                slots = pending[id(fn)] = [None] * fn.num_outputs
+            slots[k] = g if slots[k] is None else slots[k] + g
+        if not retain_graph:
+            node.inputs = None
+            node._saved = None
+    return leaves
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
+         allow_unused=None, is_grads_batched=False, materialize_grads=False):
+    """``torch.autograd.grad``: the gradients of ``outputs`` with respect to ``inputs``, returned
+    (a tuple) rather than accumulated into ``.grad`` (no tensor's ``.grad`` changes)."""
+    if create_graph:
+        raise NotImplementedError("autograd.grad(create_graph=True) (higher-order gradients, "
+                                  "e.g. gradient penalties) is not supported by minigpu: "
+                                  "backward functions run without recording a graph")
+    if is_grads_batched:
+        raise NotImplementedError("autograd.grad(is_grads_batched=True) is not supported by "
+                                  "minigpu")
+    outputs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
+    single = isinstance(inputs, Tensor)
+    inputs = [inputs] if single else list(inputs)
+    if grad_outputs is None or isinstance(grad_outputs, Tensor):
+        grad_outputs = [grad_outputs] * len(outputs)
+    retain_graph = create_graph if retain_graph is None else retain_graph
+    for t in inputs:
+        if not t.requires_grad:
+            raise RuntimeError("One of the differentiated Tensors does not require grad")
+    captured = {(id(t.grad_fn), t._output_index): None for t in inputs if t.grad_fn is not None}
+    found = {}
+    with no_grad():
+        for k, (out, g) in enumerate(zip(outputs, grad_outputs)):
+            g = _initial_gradient(out, g)
+            if out.grad_fn is None:
+                reached = {id(out): [out, g]}
             else:
-                grads_in = type(node).backward(node, *grads_out)
-            if not isinstance(grads_in, tuple):
-                grads_in = (grads_in,)
-            if len(grads_in) != len(node.inputs):
-                grads_in = _check_arity(node, grads_in)
-            for i, (inp, edge, g) in enumerate(zip(node.inputs, node.next_functions, grads_in)):
-                if edge is None or g is None:
-                    continue
-                if g.shape != inp.shape:
-                    raise RuntimeError(f"Function {node.name()} returned an invalid gradient at "
-                                       f"index {i} - got {list(g.shape)} but expected shape "
-                                       f"compatible with {list(inp.shape)}")
-                fn, k = edge
-                if fn is None:
-                    entry = leaves.get(id(inp))
-                    if entry is None:
-                        leaves[id(inp)] = [inp, g]
-                    else:
-                        entry[1] = entry[1] + g
-                    continue
-                slots = pending.get(id(fn))
-                if slots is None:
-                    slots = pending[id(fn)] = [None] * fn.num_outputs
-                slots[k] = g if slots[k] is None else slots[k] + g
-            if not retain_graph:
-                node.inputs = None
-                node._saved = None
-        for leaf, g in leaves.values():
-            _accumulate_leaf(leaf, g)
+                reached = _walk(out, g, retain_graph or k < len(outputs) - 1, captured)
+            for key, (leaf, lg) in reached.items():
+                found[key] = [leaf, lg if key not in found else found[key][1] + lg]
+    results = []
+    for t in inputs:
+        if t.grad_fn is None:
+            g = found.get(id(t), [None, None])[1]
+        else:
+            g = captured[id(t.grad_fn), t._output_index]
+        if g is None:
+            if not (allow_unused or materialize_grads):
+                raise RuntimeError("One of the differentiated Tensors appears to not have been "
+                                   "used in the graph. Set allow_unused=True if this is the "
+                                   "desired behavior.")
+            g = Tensor._full(t.shape, 0, t.dtype, t.device) if materialize_grads else None
+        elif g.dtype != t.dtype:
+            g = g.to(t.dtype)
+        results.append(g if g is None else _owned(g))
+    return tuple(results)
 
 
 def _check_arity(node, grads_in):
@@ -487,3 +570,16 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0):
                 f"analytical=\n{analytical}\nnumerical=\n{numerical}")
     return True
 
+
+
+def once_differentiable(backward):
+    """``torch.autograd.function.once_differentiable``: marks a ``backward`` that is not itself
+    differentiable. minigpu runs every backward without recording (there are no higher-order
+    gradients), so the function is returned as it is."""
+    return backward
+
+
+# ``from torch.autograd.function import Function, once_differentiable``: PyTorch's module path
+function = _types.ModuleType(__name__ + ".function", "torch.autograd.function's names")
+function.Function, function.once_differentiable = Function, once_differentiable
+_sys.modules[function.__name__] = function

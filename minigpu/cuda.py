@@ -18,6 +18,12 @@ def is_available() -> bool:
         return False
 
 
+def device_count() -> int:
+    """How many cuda devices minigpu can use: 1 when ``is_available()``, else 0 (minigpu uses
+    one device; ``"cuda:0"`` is the only index)."""
+    return 1 if is_available() else 0
+
+
 def is_simulator() -> bool:
     """True when ``NUMBA_ENABLE_CUDASIM=1``: kernels run on the CPU simulator (slowly)."""
     return bool(_device().SIMULATOR)

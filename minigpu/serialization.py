@@ -13,15 +13,21 @@ range, plus a ``__metadata__`` dict of strings) and the raw tensor bytes. So:
   their dotted path (``optimizer.state.0.exp_avg``), and its structure as JSON in the metadata
   (``minigpu.structure``), with a SHA-256 of the tensor bytes (``minigpu.sha256``) so a file
   edited or damaged after saving is refused rather than silently loaded.
-- Writing goes to a temporary file in the same folder, renamed into place (``os.replace``):
-  an interrupted save never leaves a truncated checkpoint. The file gets the usual mode
-  (0666 minus the umask), like any file the user creates.
+- ``f`` is a path or a binary file object (``io.BytesIO``, ``open(path, "wb")``). The device
+  of each cuda tensor is kept in the metadata (``minigpu.devices``), so ``load`` restores it
+  there unless ``map_location`` says otherwise (PyTorch's rules).
+- Writing to a path goes to a temporary file in the same folder, renamed into place
+  (``os.replace``): an interrupted save never leaves a truncated checkpoint. The file gets
+  the usual mode (0666 minus the umask), like any file the user creates. A file object is
+  written as it is given.
 - Never pickle: checkpoints written by earlier minigpu versions (``.npz``) load with
   ``np.load(allow_pickle=False)``.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import json
 import os
 import uuid
@@ -32,27 +38,89 @@ import numpy as np
 
 from .tensor import Device, Tensor
 
-_STRUCTURE, _SHA256, _FORMAT = "minigpu.structure", "minigpu.sha256", 1
+_STRUCTURE, _SHA256, _DEVICES, _FORMAT = ("minigpu.structure", "minigpu.sha256",
+                                      "minigpu.devices", 1)
 
 
 class CheckpointError(RuntimeError):
     """A file that is not a readable minigpu/safetensors checkpoint (truncated, edited, other)."""
 
 
+# --- safe globals (torch.serialization's allow-list) -----------------------------------------
+_SAFE_GLOBALS = []
+
+
+def add_safe_globals(safe_globals):
+    """Allow these classes/functions (or ``(obj, "module.Name")`` pairs) in checkpoints, as
+    ``torch.serialization.add_safe_globals`` does for ``weights_only`` loading. minigpu's
+    checkpoints hold only tensors, arrays, numbers, strings, None and containers, so the list
+    is kept for programs that register their classes; no class is ever loaded from a file."""
+    if not isinstance(safe_globals, (list, tuple)):
+        raise TypeError(f"add_safe_globals expects a list of globals, got "
+                        f"{type(safe_globals).__name__}")
+    for entry in safe_globals:
+        if isinstance(entry, tuple):
+            if len(entry) != 2 or not isinstance(entry[1], str):
+                raise TypeError(f"a safe global given as a tuple must be (obj, 'module.Name'), "
+                                f"got {entry!r}")
+        elif not callable(entry):
+            raise TypeError(f"a safe global must be a class or a function, got {entry!r}")
+        if entry not in _SAFE_GLOBALS:
+            _SAFE_GLOBALS.append(entry)
+
+
+def get_safe_globals():
+    """The globals added by :func:`add_safe_globals` (a new list)."""
+    return list(_SAFE_GLOBALS)
+
+
+def clear_safe_globals():
+    """Forget every global added by :func:`add_safe_globals`."""
+    _SAFE_GLOBALS.clear()
+
+
+@contextlib.contextmanager
+def safe_globals(globals_):
+    """``with safe_globals([...]):`` the globals are allowed inside the block only."""
+    before = list(_SAFE_GLOBALS)
+    add_safe_globals(globals_)
+    try:
+        yield
+    finally:
+        _SAFE_GLOBALS[:] = before
+
+
 # --- save ---------------------------------------------------------------------------------------
-def save(obj, f):
-    """Save ``obj`` to the path ``f`` as safetensors: a state_dict, or a nested checkpoint
-    (dicts with str/int keys, lists, tuples, tensors, NumPy arrays, numbers, strings, None)."""
-    tensors = {}
-    structure = _encode(obj, "", tensors)
+def save(obj, f, pickle_module=None, pickle_protocol=2, _use_new_zipfile_serialization=True):
+    """Save ``obj`` as safetensors to ``f``, a path or a binary file object (``io.BytesIO``,
+    ``open(path, "wb")``): a state_dict, or a nested checkpoint (dicts with str/int keys,
+    lists, tuples, tensors, NumPy arrays, numbers, strings, None). Each cuda tensor's device is
+    recorded, so that ``load`` puts it back there, as PyTorch does. ``pickle_protocol`` and
+    ``_use_new_zipfile_serialization`` are accepted and unused: nothing is pickled."""
+    _refuse_pickle_module("save", pickle_module)
+    tensors, devices = {}, {}
+    structure = _encode(obj, "", tensors, devices)
     metadata = {"format": "pt", _STRUCTURE: json.dumps({"version": _FORMAT, "tree": structure}),
                 _SHA256: _digest(tensors)}
+    if devices:
+        metadata[_DEVICES] = json.dumps(devices)
     from safetensors.numpy import save as to_bytes
-    _write_atomic(os.fspath(f), to_bytes(tensors, metadata=metadata))
+    data = to_bytes(tensors, metadata=metadata)
+    if hasattr(f, "write"):
+        f.write(data)
+    else:
+        _write_atomic(os.fspath(f), data)
 
 
-def _encode(obj, path, tensors):
-    """The JSON form of ``obj``; tensors and arrays go into ``tensors`` under their path."""
+def _refuse_pickle_module(what, pickle_module):
+    if pickle_module is not None:
+        raise ValueError(f"minigpu.{what}: pickle_module is not supported: minigpu checkpoints "
+                         f"are safetensors files and never use pickle")
+
+
+def _encode(obj, path, tensors, devices):
+    """The JSON form of ``obj``; tensors and arrays go into ``tensors`` under their path, and
+    the device of each cuda tensor into ``devices``."""
     if isinstance(obj, (Tensor, np.ndarray)):
         array = obj.detach().numpy() if isinstance(obj, Tensor) else obj
         if array.dtype == object:
@@ -62,6 +130,8 @@ def _encode(obj, path, tensors):
         while name in tensors:  # "a.b" as a key and as a nested path: keep both
             name += "_"
         tensors[name] = np.asarray(array, order="C")  # ascontiguousarray would make 0-d 1-d
+        if isinstance(obj, Tensor) and obj.device.type != "cpu":
+            devices[name] = obj.device.type
         return {"tensor" if isinstance(obj, Tensor) else "array": name}
     if isinstance(obj, dict):
         items = []
@@ -69,18 +139,22 @@ def _encode(obj, path, tensors):
             if isinstance(key, bool) or not isinstance(key, (str, int)):
                 raise TypeError(f"cannot save a dict key {key!r} at {path or 'the top level'}: "
                                 f"keys must be str or int")
-            items.append([key, _encode(value, f"{path}.{key}" if path else str(key), tensors)])
+            items.append([key, _encode(value, f"{path}.{key}" if path else str(key), tensors,
+                                       devices)])
         return {"odict" if isinstance(obj, OrderedDict) else "dict": items}
     if isinstance(obj, (list, tuple)):
-        values = [_encode(v, f"{path}.{i}" if path else str(i), tensors) for i, v in enumerate(obj)]
+        values = [_encode(v, f"{path}.{i}" if path else str(i), tensors, devices)
+                  for i, v in enumerate(obj)]
         return {"tuple" if isinstance(obj, tuple) else "list": values}
     if isinstance(obj, np.generic):
         obj = obj.item()
     if obj is None or isinstance(obj, (bool, int, float, str)):
         return obj  # JSON scalars: containers and tensors are always tagged objects
+    hint = (" To save a model, save model.state_dict() and restore it with "
+            "model.load_state_dict(minigpu.load(f))." if hasattr(obj, "state_dict") else "")
     raise TypeError(f"cannot save {path or 'the object'}: {type(obj).__name__} is not a tensor, "
                     f"array, number, string, None, dict, list or tuple (checkpoints never use "
-                    f"pickle)")
+                    f"pickle).{hint}")
 
 
 def _digest(arrays) -> str:
@@ -110,63 +184,115 @@ def _write_atomic(path, data: bytes):
 
 
 # --- load ---------------------------------------------------------------------------------------
-def load(f, map_location=None):
-    """Load what :func:`save` wrote (or a safetensors file from PyTorch, or a legacy ``.npz``);
-    tensors are created on ``map_location`` (``"cpu"`` by default, or ``"cuda"``)."""
-    path = os.fspath(f)
-    device = Device(map_location or "cpu")
-    with open(path, "rb") as fh:
-        magic = fh.read(8)
-    if magic.startswith(b"\x93NUMPY"):
+def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=None,
+         **pickle_load_args):
+    """Load what :func:`save` wrote (or a safetensors file from PyTorch, or a legacy ``.npz``)
+    from ``f``, a path or a binary file object (read from its current position).
+
+    ``map_location``, as in PyTorch: ``None`` puts each tensor back on the device it was saved
+    from (cpu for files that do not say); a device or string puts every tensor there; a dict
+    maps saved devices to devices (``{"cuda:0": "cpu"}``); a callable is called as
+    ``fn(tensor_on_cpu, saved_device)`` and its tensor is used (``None``: the default).
+    ``weights_only`` (any value) and ``mmap`` are accepted: minigpu's files hold only tensors,
+    numbers, strings and containers, so every load is a weights-only load."""
+    _refuse_pickle_module("load", pickle_module)
+    if pickle_load_args:
+        raise TypeError(f"minigpu.load: unexpected keyword arguments {sorted(pickle_load_args)} "
+                        f"(pickle load arguments; minigpu never unpickles)")
+    if hasattr(f, "read"):
+        name, data = getattr(f, "name", "the file object"), f.read()
+    else:
+        name = os.fspath(f)
+        with open(name, "rb") as fh:
+            data = fh.read()
+    place = _placer(map_location)
+    if data.startswith(b"\x93NUMPY"):
         raise CheckpointError(
-            f"{path} is a single NumPy array (.npy), not a checkpoint. Read it with "
-            f"numpy.load({path!r}) and wrap it with minigpu.from_numpy; mg.save/mg.load use "
+            f"{name} is a single NumPy array (.npy), not a checkpoint. Read it with "
+            f"numpy.load({name!r}) and wrap it with minigpu.from_numpy; mg.save/mg.load use "
             f"safetensors files (and still read minigpu's old .npz checkpoints).")
-    if magic.startswith(b"PK"):
-        return _load_npz(path, device)
-    return _load_safetensors(path, device)
+    if data.startswith(b"PK"):
+        return _load_npz(data, name, place)
+    return _load_safetensors(data, name, place)
 
 
-def _load_npz(path, device):
-    with zipfile.ZipFile(path) as z:
+def _placer(map_location):
+    """``place(array, saved_device)``: the Tensor of ``array`` on the device map_location picks."""
+    if callable(map_location) and not isinstance(map_location, (str, Device)):
+        def place(array, saved):
+            out = map_location(Tensor._from_array(array, "cpu"), saved)
+            return out if isinstance(out, Tensor) else _restore(array, saved)
+        return place
+    if isinstance(map_location, dict):
+        table = {Device(k).type: Device(v) for k, v in map_location.items()}
+        return lambda array, saved: (Tensor._from_array(array, table[saved]) if saved in table
+                                     else _restore(array, saved))
+    if map_location is None:
+        return _restore
+    device = Device(map_location)
+    return lambda array, saved: Tensor._from_array(array, device)
+
+
+def _restore(array, saved):
+    if saved == "cuda":
+        from . import cuda
+        if not cuda.is_available():
+            raise RuntimeError("Attempting to deserialize object on a CUDA device but "
+                               "minigpu.cuda.is_available() is False. If you are running on a "
+                               "CPU-only machine, please use minigpu.load with "
+                               "map_location=minigpu.device('cpu') to map your storages to the "
+                               "CPU.")
+    return Tensor._from_array(array, saved)
+
+
+def _load_npz(data, name, place):
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
         if any(n.endswith(".pkl") for n in z.namelist()):
             raise CheckpointError(
-                f"{path} is a pickled file (torch.save?): minigpu never unpickles. Save the "
+                f"{name} is a pickled file (torch.save?): minigpu never unpickles. Save the "
                 f"weights with safetensors.torch.save_file(model.state_dict(), path) instead.")
-    with np.load(path, allow_pickle=False) as data:
-        return OrderedDict((k, Tensor._from_array(data[k], device)) for k in data.files)
+    with np.load(io.BytesIO(data), allow_pickle=False) as arrays:
+        return OrderedDict((k, place(arrays[k], "cpu")) for k in arrays.files)
 
 
-def _load_safetensors(path, device):
-    from safetensors import SafetensorError, deserialize, safe_open
+_NUMPY_DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int64,
+                 "I32": np.int32, "I16": np.int16, "I8": np.int8, "U8": np.uint8, "BOOL": np.bool_}
+
+
+def _load_safetensors(data, name, place):
+    from safetensors import SafetensorError, deserialize
     try:
-        with safe_open(path, framework="np") as fh:
-            metadata = fh.metadata() or {}
-            names = list(fh.keys())
-            bf16 = {n for n in names if fh.get_slice(n).get_dtype() == "BF16"}
-            arrays = {n: None if n in bf16 else fh.get_tensor(n) for n in names}
-        if bf16:  # NumPy has no bfloat16: widen the raw bytes to float32 (exact)
-            with open(path, "rb") as raw_file:
-                raw = dict(deserialize(raw_file.read()))
-            arrays.update({n: _bfloat16_to_float32(raw[n]) for n in bf16})
+        specs = deserialize(data)  # checks the header and the byte ranges
     except SafetensorError as e:
-        raise CheckpointError(f"{path} is not a readable safetensors checkpoint (truncated, "
+        raise CheckpointError(f"{name} is not a readable safetensors checkpoint (truncated, "
                               f"corrupted or another format): {e}") from None
-    except (TypeError, ValueError) as e:  # e.g. bfloat16, which NumPy has no dtype for
-        raise CheckpointError(f"{path}: cannot read its tensors as NumPy arrays ({e}); minigpu "
-                              f"loads bfloat16, float16/32/64, integer and bool tensors") from None
+    arrays = {}
+    for key, spec in sorted(specs, key=lambda item: item[0]):  # safe_open's order: by name
+        if spec["dtype"] == "BF16":  # NumPy has no bfloat16: widen the raw bytes (exact)
+            arrays[key] = _bfloat16_to_float32(spec)
+        elif spec["dtype"] in _NUMPY_DTYPES:
+            arrays[key] = np.frombuffer(spec["data"], _NUMPY_DTYPES[spec["dtype"]]).reshape(
+                spec["shape"])
+        else:
+            raise CheckpointError(f"{name}: cannot read tensor {key!r} of dtype {spec['dtype']}; "
+                                  f"minigpu loads bfloat16, float16/32/64, integer and bool "
+                                  f"tensors")
+    header_size = int.from_bytes(data[:8], "little")
+    metadata = json.loads(data[8:8 + header_size]).get("__metadata__") or {}
     if _SHA256 in metadata and metadata[_SHA256] != _digest(arrays):
-        raise CheckpointError(f"{path} was modified or damaged after it was saved: its tensor "
+        raise CheckpointError(f"{name} was modified or damaged after it was saved: its tensor "
                               f"bytes do not match the checksum written with them")
-    if _STRUCTURE not in metadata:  # a plain safetensors file, e.g. from PyTorch
-        return OrderedDict((k, Tensor._from_array(a, device)) for k, a in arrays.items())
     try:
+        devices = json.loads(metadata.get(_DEVICES, "{}"))
+        if _STRUCTURE not in metadata:  # a plain safetensors file, e.g. from PyTorch
+            return OrderedDict((k, place(a, devices.get(k, "cpu"))) for k, a in arrays.items())
         header = json.loads(metadata[_STRUCTURE])
         if header.get("version") != _FORMAT:
             raise ValueError(f"unknown structure version {header.get('version')!r}")
-        return _decode(header["tree"], arrays, device)
+        return _decode(header["tree"], arrays, lambda key: place(arrays[key],
+                                                                 devices.get(key, "cpu")))
     except (ValueError, KeyError, TypeError, AttributeError) as e:
-        raise CheckpointError(f"{path}: the checkpoint structure in its metadata is damaged "
+        raise CheckpointError(f"{name}: the checkpoint structure in its metadata is damaged "
                               f"({type(e).__name__}: {e})") from None
 
 
@@ -176,18 +302,18 @@ def _bfloat16_to_float32(spec):
     return bits.view("<f4").reshape(spec["shape"])
 
 
-def _decode(node, arrays, device):
+def _decode(node, arrays, tensor):
     if not isinstance(node, dict):
         return node
     (kind, value), = node.items()
     if kind == "tensor":
-        return Tensor._from_array(arrays[value], device)
+        return tensor(value)
     if kind == "array":
         return arrays[value]
     if kind in ("dict", "odict"):
-        pairs = ((k, _decode(v, arrays, device)) for k, v in value)
+        pairs = ((k, _decode(v, arrays, tensor)) for k, v in value)
         return OrderedDict(pairs) if kind == "odict" else dict(pairs)
     if kind in ("list", "tuple"):
-        items = [_decode(v, arrays, device) for v in value]
+        items = [_decode(v, arrays, tensor) for v in value]
         return tuple(items) if kind == "tuple" else items
     raise ValueError(f"unknown node {kind!r}")

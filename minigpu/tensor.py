@@ -201,6 +201,14 @@ class Tensor(TensorMethods):
         return self.device.type == "cuda"
 
     @property
+    def is_xpu(self):
+        return False  # minigpu's devices are cpu and cuda
+
+    @property
+    def is_mps(self):
+        return False
+
+    @property
     def is_leaf(self):
         return self.grad_fn is None
 
@@ -281,9 +289,15 @@ class Tensor(TensorMethods):
 
     # --- transfer ------------------------------------------------------------------------
     def to(self, *args, **kwargs):
-        """``to(device)``, ``to(dtype)`` or ``to(device, dtype)``; a no-op returns self."""
+        """``to(device)``, ``to(dtype)`` or ``to(device, dtype)``; a no-op returns self (a copy
+        with ``copy=True``). ``non_blocking`` and row-major ``memory_format``s are accepted."""
         device = kwargs.pop("device", None)
         dtype = kwargs.pop("dtype", None)
+        kwargs.pop("non_blocking", None)  # device work is queued on the current stream anyway
+        copy = kwargs.pop("copy", False)
+        if "memory_format" in kwargs:
+            from .tensor_types import check_memory_format
+            check_memory_format("to", kwargs.pop("memory_format"))
         if kwargs:
             raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
         for a in args:
@@ -298,7 +312,7 @@ class Tensor(TensorMethods):
             out = ops.elementwise.Cast.apply(out, _check_dtype(dtype))
         if device is not None and Device(device) != self.device:
             out = ops.shape.ToDevice.apply(out, Device(device))
-        return out
+        return ops.clone(out) if copy and out is self else out
 
     def cuda(self):
         return self.to("cuda")
@@ -320,6 +334,41 @@ class Tensor(TensorMethods):
 
     def type_as(self, other):
         return self.to(other.dtype)
+
+    def type(self, dtype=None, non_blocking=False):
+        """``x.type()``: the type string (``"minigpu.FloatTensor"``, ``"minigpu.cuda.
+        LongTensor"``); ``x.type(t)``: ``x`` converted to ``t``, a dtype, a legacy type
+        (``mg.LongTensor``) or a type string (``"torch.cuda.FloatTensor"`` too)."""
+        from . import tensor_types
+        if dtype is None:
+            return tensor_types.type_name(self)
+        dtype, device = tensor_types.parse(dtype)
+        return self.to(dtype) if device is None else self.to(device, dtype)
+
+    # --- new tensors with this tensor's dtype and device (torch's Tensor.new_*) --------------
+    def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
+        return _creation().tensor(data, *self._like(dtype, device), requires_grad)
+
+    def new_zeros(self, *size, dtype=None, device=None, requires_grad=False):
+        return self.new_full(_creation()._shape(size), 0, dtype=dtype, device=device,
+                             requires_grad=requires_grad)
+
+    def new_ones(self, *size, dtype=None, device=None, requires_grad=False):
+        return self.new_full(_creation()._shape(size), 1, dtype=dtype, device=device,
+                             requires_grad=requires_grad)
+
+    def new_empty(self, *size, dtype=None, device=None, requires_grad=False):
+        dtype, device = self._like(dtype, device)
+        return _creation().empty(*size, dtype=dtype, device=device, requires_grad=requires_grad)
+
+    def new_full(self, size, fill_value, dtype=None, device=None, requires_grad=False):
+        dtype, device = self._like(dtype, device)
+        return _creation().full(size, fill_value, dtype=dtype, device=device,
+                                requires_grad=requires_grad)
+
+    def _like(self, dtype, device):
+        return (self.dtype if dtype is None else dtype,
+                self.device if device is None else device)
 
     def numpy(self) -> np.ndarray:
         """A host copy as a NumPy array (waits for queued device work)."""
@@ -385,6 +434,13 @@ class Tensor(TensorMethods):
         elif self.requires_grad:
             extras.append("requires_grad=True")
         return "tensor(" + ", ".join([body] + extras) + ")"
+
+    def __format__(self, format_spec):
+        """``f"{loss:.4f}"``: a 0-d tensor formats as its Python number, as in PyTorch (any
+        other tensor accepts only the empty format)."""
+        if not self.shape:
+            return self.item().__format__(format_spec)
+        return object.__format__(self, format_spec)
 
     def __hash__(self):
         return id(self)
@@ -509,6 +565,15 @@ class Tensor(TensorMethods):
 
     clip_ = clamp_
 
+    def addcmul_(self, tensor1, tensor2, value=1):
+        return ops.addcmul_(self, tensor1, tensor2, value)
+
+    def addcdiv_(self, tensor1, tensor2, value=1):
+        return ops.addcdiv_(self, tensor1, tensor2, value)
+
+    def sqrt_(self):
+        return ops.sqrt_(self)
+
     def masked_fill_(self, mask, value):
         return ops.masked_fill_(self, mask, value)
 
@@ -549,6 +614,11 @@ class Tensor(TensorMethods):
 def _interop():
     from . import interop
     return interop
+
+
+def _creation():
+    from . import creation
+    return creation
 
 
 autograd.Tensor = Tensor  # what Function.apply checks its arguments against

@@ -201,9 +201,9 @@ class TensorMethods:
         """``minigpu.ops.expand_as`` of this tensor."""
         return _ops().expand_as(self, other)
 
-    def contiguous(self):
-        """``minigpu.ops.contiguous`` of this tensor."""
-        return _ops().contiguous(self)
+    def contiguous(self, memory_format=None):
+        """x itself when row-major, else a row-major copy (``memory_format``: PyTorch's argument, row-major formats only)."""
+        return _ops().contiguous(self, memory_format)
 
     def view_as(self, other):
         """``minigpu.ops.view_as`` of this tensor."""
@@ -285,9 +285,9 @@ class TensorMethods:
         """``minigpu.ops.unbind`` of this tensor."""
         return _ops().unbind(self, dim)
 
-    def clone(self):
-        """A copy with its own dense buffer (differentiable)."""
-        return _ops().clone(self)
+    def clone(self, *, memory_format=None):
+        """A copy with its own dense buffer (differentiable); always row-major."""
+        return _ops().clone(self, memory_format=memory_format)
 
     def all(self):
         """A 0-d bool tensor: True when every element is non-zero."""
@@ -368,3 +368,39 @@ class TensorMethods:
     def topk(self, k, dim=-1, largest=True, sorted=True):
         """The ``k`` largest (``largest=False``: smallest) elements along ``dim`` and their indices, in sorted order (``sorted=False`` is allowed to return any order; this one is sorted)."""
         return _ops().topk(self, k, dim, largest, sorted)
+
+    def amax(self, dim=(), keepdim=False):
+        """The maximum over ``dim`` (an int or a tuple; ``()``: every dim). Unlike ``max(dim)`` it returns no indices, and its gradient is shared equally among tied maxima."""
+        return _ops().amax(self, dim, keepdim)
+
+    def amin(self, dim=(), keepdim=False):
+        """The minimum over ``dim`` (an int or a tuple; ``()``: every dim), ties sharing the gradient."""
+        return _ops().amin(self, dim, keepdim)
+
+    def logsumexp(self, dim, keepdim=False):
+        """``log(sum(exp(x), dim))`` computed stably: the maximum is taken out first (and kept out of the gradient: d/dx is softmax(x) whatever it is); infinite maxima are left in."""
+        return _ops().logsumexp(self, dim, keepdim)
+
+    def dot(self, b):
+        """The inner product of two 1-D tensors of the same size and dtype."""
+        return _ops().dot(self, b)
+
+    def flip(self, dims):
+        """A copy of ``x`` with the order of its elements reversed along ``dims`` (an int or a sequence): one ``index_select`` with a reversed index per dim."""
+        return _ops().flip(self, dims)
+
+    def tril(self, diagonal=0):
+        """The lower triangle of the last two dims (elements on and below the ``diagonal``-th diagonal), the rest zero."""
+        return _ops().tril(self, diagonal)
+
+    def triu(self, diagonal=0):
+        """The upper triangle of the last two dims (on and above the ``diagonal``-th diagonal)."""
+        return _ops().triu(self, diagonal)
+
+    def nonzero(self, *, as_tuple=False):
+        """The indices of the non-zero elements of x, in row-major order: a ``(count, x.ndim)`` int64 tensor, or with ``as_tuple`` one 1-D tensor per dim. Composed on the device: each dim's coordinate grid, masked_select-ed by ``x != 0`` (the count is the one host sync, as in PyTorch)."""
+        return _ops().nonzero(self, as_tuple=as_tuple)
+
+    def unique(self, sorted=True, return_inverse=False, return_counts=False, dim=None):
+        """The distinct values of x (flattened), ascending; with ``return_inverse`` each element's index into them (x's shape), with ``return_counts`` how often each occurs. Composed on the device: sort, mark each sorted element that differs from its predecessor, masked_select the marked values; the inverse is the running count of marks scattered back through the sort's permutation, the counts the gaps between marked positions."""
+        return _ops().unique(self, sorted, return_inverse, return_counts, dim)

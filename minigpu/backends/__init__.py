@@ -1,7 +1,13 @@
-"""Backends: one module per device type, each implementing every primitive of ``contract.py``."""
+"""Backends: one module per device type, each implementing every primitive of ``contract.py``.
+
+``cudnn`` and ``mps`` are not backends of minigpu: they hold what ``torch.backends.cudnn`` and
+``torch.backends.mps`` answer (flags, ``is_available()``), so that programs which ask run.
+"""
 from __future__ import annotations
 
 import importlib
+
+from . import cudnn, mps  # noqa: F401  (torch.backends.cudnn.benchmark = True, ...)
 
 _BACKENDS = {"cpu": "minigpu.backends.cpu", "cuda": "minigpu.backends.cuda"}
 

@@ -1,5 +1,5 @@
 """``minigpu.nn``: layers with PyTorch's names, signatures, defaults and state_dict keys."""
-from . import functional, init, utils
+from . import functional, init, parallel, utils
 from .layers import (AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d, Conv2d, Dropout,
                      Flatten, Identity, LeakyReLU, Linear, LogSoftmax, MaxPool2d, ReLU, Sigmoid,
                      Softmax, Tanh)
@@ -11,7 +11,9 @@ from .activation import ELU, GELU, SiLU, Softplus
 from .conv import Conv1d, ConvTranspose2d
 from .upsampling import Upsample
 from .module import Module, ModuleList, Parameter, Sequential
+from .parallel import DataParallel
 from .rnn import GRU, LSTM, RNN, Embedding, GRUCell, LSTMCell, RNNCell
 from .attention import MultiheadAttention
 from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer,
                           TransformerEncoder, TransformerEncoderLayer)
+from . import modules  # noqa: E402  (PyTorch's module paths: torch.nn.modules.loss, ...)

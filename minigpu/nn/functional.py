@@ -27,7 +27,7 @@ __all__ = ["linear", "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d"
            "sigmoid", "flatten", "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div",
            "embedding", "layer_norm"]
 __all__ += ["gelu", "silu", "softplus", "elu", "conv1d", "conv_transpose2d", "interpolate", "pad",
-            "one_hot"]
+            "one_hot", "normalize", "cosine_similarity"]
 __all__ += ["scaled_dot_product_attention"]
 
 
@@ -79,3 +79,24 @@ def flatten(input, start_dim=0, end_dim=-1):
 def elu(input, alpha=1.0, inplace=False):
     """x where x > 0, else alpha * (exp(x) - 1); ``inplace`` is accepted for compatibility."""
     return ops.elu(input, alpha)
+
+
+def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
+    """``input / max(norm_p(input, dim), eps)``: vectors along ``dim`` scaled to unit norm."""
+    if out is not None:
+        raise NotImplementedError("normalize: out= is not supported by minigpu")
+    return input / ops.norm(input, p, dim, keepdim=True).clamp(min=eps)
+
+
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    """The cosine of the angle between ``x1`` and ``x2`` (broadcast) along ``dim``: each divided
+    by its norm, clamped to ``eps`` as PyTorch does (the clamp outside the gradient), then the
+    products summed."""
+    from ..ops.shape import broadcast_shapes
+    shape = broadcast_shapes(x1.shape, x2.shape)
+    x1, x2 = ops.expand(x1, *shape), ops.expand(x2, *shape)
+
+    def unit(x):
+        n = ops.norm(x, 2, dim, keepdim=True)
+        return x / (n + (n.detach().clamp(min=eps) - n.detach()))
+    return ops.sum(unit(x1) * unit(x2), dim)

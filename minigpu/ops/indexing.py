@@ -142,3 +142,39 @@ def scatter_add_(x, dim, index, src):
     """In-place ``scatter_add``."""
     from .inplace import apply_
     return apply_(x, lambda v: scatter_add(v, dim, index, src), src)
+
+
+def flip(x, dims):
+    """A copy of ``x`` with the order of its elements reversed along ``dims`` (an int or a
+    sequence): one ``index_select`` with a reversed index per dim."""
+    dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    seen = [normalize_dim(d, x.ndim) for d in dims]
+    if len(set(seen)) != len(seen):
+        raise RuntimeError(f"dims has duplicates, original flip dims size={len(dims)}, but "
+                           f"unique flip dims size={len(set(seen))}")
+    out = x
+    for d in seen:
+        reverse = np.arange(x.shape[d] - 1, -1, -1, dtype=np.int64)
+        out = index_select(out, d, Tensor._from_array(reverse, x.device))
+    return out if seen else out.clone()
+
+
+def _triangle(x, diagonal, lower, name):
+    if x.ndim < 2:
+        raise RuntimeError(f"{name}: input tensor must have at least 2 dimensions")
+    from .elementwise import where
+    rows, cols = x.shape[-2:]
+    keep = np.tri(rows, cols, diagonal if lower else diagonal - 1, dtype=bool)
+    mask = Tensor._from_array(keep if lower else ~keep, x.device)
+    return where(mask, x, x.new_zeros(()))
+
+
+def tril(x, diagonal=0):
+    """The lower triangle of the last two dims (elements on and below the ``diagonal``-th
+    diagonal), the rest zero."""
+    return _triangle(x, diagonal, True, "tril")
+
+
+def triu(x, diagonal=0):
+    """The upper triangle of the last two dims (on and above the ``diagonal``-th diagonal)."""
+    return _triangle(x, diagonal, False, "triu")

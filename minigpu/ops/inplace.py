@@ -263,3 +263,20 @@ def setitem_(x, index, value):
         return
     _, shape, strides, offset = _basic_index_layout(x, index)
     copy_(x._make_view(shape, strides, offset), value)
+
+
+def addcmul_(x, tensor1, tensor2, value=1):
+    """``x += value * tensor1 * tensor2`` in place."""
+    return apply_(x, lambda v: ew.add(v, ew.mul(tensor1, tensor2), alpha=value), tensor1,
+                  tensor2)
+
+
+def addcdiv_(x, tensor1, tensor2, value=1):
+    """``x += value * tensor1 / tensor2`` in place."""
+    return apply_(x, lambda v: ew.add(v, ew.div(tensor1, tensor2), alpha=value), tensor1,
+                  tensor2)
+
+
+def sqrt_(x):
+    """``x = sqrt(x)`` in place."""
+    return apply_(x, ew.sqrt)

@@ -159,3 +159,18 @@ def bmm(a, b):
     if a.shape[0] != b.shape[0]:
         raise RuntimeError(f"bmm(): batch sizes differ: {a.shape[0]} and {b.shape[0]}")
     return matmul(a, b)
+
+
+def dot(a, b):
+    """The inner product of two 1-D tensors of the same size and dtype."""
+    if a.ndim != 1 or b.ndim != 1:
+        raise RuntimeError(f"1D tensors expected, but got {a.ndim}D and {b.ndim}D tensors")
+    if a.dtype != b.dtype:
+        raise RuntimeError(f"dot : expected both vectors to have same dtype, but found "
+                           f"{a.dtype} and {b.dtype}")
+    if a.shape[0] != b.shape[0]:
+        raise RuntimeError(f"inconsistent tensor size, expected tensor [{a.shape[0]}] and src "
+                           f"[{b.shape[0]}] to have the same number of elements, but got "
+                           f"{a.shape[0]} and {b.shape[0]} elements respectively")
+    check_same_device(a, b)
+    return (a * b).sum()

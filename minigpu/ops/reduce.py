@@ -243,3 +243,38 @@ def allclose(x, other, rtol=1e-05, atol=1e-08, equal_nan=False):
         if equal_nan:
             close = close + (x != x).long() * (other != other).long()
         return bool((close > 0).all().item())
+
+
+def _extremes(x, op, dim, keepdim):
+    dims = tuple(range(x.ndim)) if dim == () else normalize_dims(dim, x.ndim)
+    _check_nonempty(x, dims, "a" + op)
+    if not x.ndim:
+        return x + 0 if x.dtype.kind != "b" else x.clone()
+    return Extreme.apply(x, op, dims, keepdim)
+
+
+def amax(x, dim=(), keepdim=False):
+    """The maximum over ``dim`` (an int or a tuple; ``()``: every dim). Unlike ``max(dim)``
+    it returns no indices, and its gradient is shared equally among tied maxima."""
+    return _extremes(x, "max", dim, keepdim)
+
+
+def amin(x, dim=(), keepdim=False):
+    """The minimum over ``dim`` (an int or a tuple; ``()``: every dim), ties sharing the
+    gradient."""
+    return _extremes(x, "min", dim, keepdim)
+
+
+def logsumexp(x, dim, keepdim=False):
+    """``log(sum(exp(x), dim))`` computed stably: the maximum is taken out first (and kept
+    out of the gradient: d/dx is softmax(x) whatever it is); infinite maxima are left in."""
+    from .elementwise import where
+    if x.dtype.kind != "f":
+        x = x.float()  # torch: integer inputs give a float result
+    dims = normalize_dims(dim, x.ndim)
+    if x.numel() == 0:
+        return sum(x.exp(), dims, keepdim).log()
+    m = amax(x.detach(), dims, keepdim=True)
+    m = where(m.isinf(), m.new_zeros(()), m)
+    out = sum((x - m).exp(), dims, keepdim=True).log() + m
+    return out if keepdim else reshape(out, *_reduced_shape(x.shape, dims, False))

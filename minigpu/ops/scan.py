@@ -193,3 +193,51 @@ def mask_assign_(x, mask, value):
         raise RuntimeError(f"shape mismatch: value tensor of shape {list(value.shape)} cannot "
                            f"be broadcast to indexing result of shape {list(rows)}") from None
     return apply_(x, lambda v: where(full, MaskedScatter.apply(full, src), v), value)
+
+
+def nonzero(x, *, as_tuple=False):
+    """The indices of the non-zero elements of x, in row-major order: a ``(count, x.ndim)``
+    int64 tensor, or with ``as_tuple`` one 1-D tensor per dim. Composed on the device: each
+    dim's coordinate grid, masked_select-ed by ``x != 0`` (the count is the one host sync,
+    as in PyTorch)."""
+    from .shape import stack
+    if not x.ndim and not as_tuple:  # torch: (1, 0) or (0, 0)
+        count = int((x != 0).item())
+        return Tensor._from_array(np.zeros((count, 0), np.int64), x.device)
+    shape = tuple(x.shape) or (1,)  # as_tuple treats a 0-d tensor as 1-d
+    mask = reshape(x != 0, *shape)
+    coords = []
+    for d, size in enumerate(shape):
+        grid = np.arange(size, dtype=np.int64).reshape([-1 if i == d else 1
+                                                        for i in range(len(shape))])
+        coords.append(masked_select(expand(Tensor._from_array(grid, x.device), *shape), mask))
+    return tuple(coords) if as_tuple else stack(coords, 1)
+
+
+def unique(x, sorted=True, return_inverse=False, return_counts=False, dim=None):
+    """The distinct values of x (flattened), ascending; with ``return_inverse`` each element's
+    index into them (x's shape), with ``return_counts`` how often each occurs. Composed on the
+    device: sort, mark each sorted element that differs from its predecessor, masked_select
+    the marked values; the inverse is the running count of marks scattered back through the
+    sort's permutation, the counts the gaps between marked positions."""
+    from .indexing import scatter_add
+    from .shape import cat
+    from .sort import sort
+    if dim is not None:
+        raise NotImplementedError("unique(dim=...) is not supported by minigpu: only the "
+                                  "flattened form (dim=None)")
+    flat = reshape(x, x.numel())
+    values, order = sort(flat)
+    n = flat.numel()
+    first = Tensor._from_array(np.ones(min(n, 1), dtype=bool), x.device)
+    new = cat([first, values[1:] != values[:-1]], 0)
+    out = [masked_select(values, new)]
+    if return_inverse:
+        ranks = cumsum(new.long(), 0) - 1
+        zeros = Tensor._from_array(np.zeros(n, np.int64), x.device)
+        out.append(reshape(scatter_add(zeros, 0, order, ranks), *x.shape))
+    if return_counts:
+        starts = nonzero(new, as_tuple=True)[0]
+        ends = cat([starts[1:], Tensor._from_array(np.array([n], np.int64), x.device)], 0)
+        out.append(ends - starts)
+    return out[0] if len(out) == 1 else tuple(out)

@@ -14,6 +14,7 @@ import numpy as np
 from ..autograd import Function
 from ..backends.contract import View, contiguous_strides, numel
 from ..tensor import Device, Tensor
+from ..tensor_types import check_memory_format
 from .common import check_same_device
 
 
@@ -190,8 +191,8 @@ class Cat(Function):
         out = Tensor._dense(first.backend.empty(numel(shape), first.dtype), shape, first.device)
         start = 0
         for t, size in zip(tensors, self.sizes):
-            part = narrow(out, dim, start, size)
-            t.backend.assign_(part._view(), t._view())
+            if t.numel():  # an empty part writes nothing (and its window may start past the end)
+                t.backend.assign_(narrow(out, dim, start, size)._view(), t._view())
             start += size
         return out
 
@@ -324,12 +325,16 @@ def repeat(x, *sizes):
     return reshape(tiled, *[r * s for r, s in zip(sizes, x.shape)])
 
 
-def contiguous(x):
+def contiguous(x, memory_format=None):
+    """x itself when row-major, else a row-major copy (``memory_format``: PyTorch's argument,
+    row-major formats only)."""
+    check_memory_format("contiguous", memory_format)
     return x if x.is_contiguous() else Clone.apply(x)
 
 
-def clone(x):
-    """A copy with its own dense buffer (differentiable)."""
+def clone(x, *, memory_format=None):
+    """A copy with its own dense buffer (differentiable); always row-major."""
+    check_memory_format("clone", memory_format)
     return Clone.apply(x)
 
 

@@ -24,7 +24,8 @@ OPS_METHODS = (
     "chunk", "split", "index_select", "narrow", "mm", "bmm",
     "leaky_relu", "unbind", "clone", "all", "any", "eq", "ne", "gt", "lt", "ge", "le",
     "cumsum", "cumprod", "prod", "norm", "allclose", "gather", "scatter_add", "scatter_add_",
-    "masked_select", "sort", "argsort", "topk",
+    "masked_select", "sort", "argsort", "topk", "amax", "amin", "logsumexp", "dot", "flip",
+    "tril", "triu", "nonzero", "unique",
 )
 """Methods of ops that are not (plain) entries of the op table."""
 

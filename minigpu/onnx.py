@@ -1,0 +1,16 @@
+"""``minigpu.onnx``: importable like ``torch.onnx``, so a program that imports it at its top
+runs; exporting a model to ONNX is not a minigpu feature and says so when called."""
+from __future__ import annotations
+
+
+def export(model, args=(), f=None, *unused, **kwargs):
+    """Not in minigpu: raises ``NotImplementedError`` naming the feature."""
+    raise NotImplementedError("torch.onnx.export (exporting a model to ONNX) is not supported "
+                              "by minigpu: it has no graph tracer/exporter. Save the weights "
+                              "with minigpu.save(model.state_dict(), path) (safetensors, which "
+                              "PyTorch loads) and export from PyTorch.")
+
+
+def is_in_onnx_export() -> bool:
+    """False: minigpu never runs inside an ONNX export."""
+    return False
