@@ -1,0 +1,95 @@
+"""``benchmarks/gpu_run.sh``: the one command for a GPU, tested with ``--smoke`` on the simulator.
+
+It runs the wrapper in a subprocess (as a user would), checks every step's record, output files
+and the printed summary, that a second call skips the steps already done, and that without a
+GPU and without ``--smoke`` it refuses in one clear message. The smoke steps are the smallest
+forms (one test file, one lesson, the demos' ``--smoke`` on cpu): about 20 s on an idle 2-core
+machine, 40 s under load.
+"""
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import minigpu as mg
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks" / "gpu_run.sh"
+STEPS = ["gpu-tests", "suite", "bench", "demo-train_cnn", "demo-train_lstm", "demo-train_gan",
+         "demo-seed_examples"]
+
+
+def gpu_run(*args, simulator=True):
+    env = dict(os.environ, PYTHON=sys.executable)
+    if simulator:
+        env["NUMBA_ENABLE_CUDASIM"] = "1"
+    else:
+        env.pop("NUMBA_ENABLE_CUDASIM", None)
+    return subprocess.run([str(SCRIPT), *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_smoke_runs_every_step_then_resumes(tmp_path):
+    out = tmp_path / "results"
+    t0 = time.monotonic()
+    first = gpu_run("--smoke", "--out", str(out))
+    elapsed = time.monotonic() - t0
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert elapsed < 60, f"gpu_run.sh --smoke took {elapsed:.0f} s (keep its steps tiny)"
+    for step in STEPS:
+        record = json.loads((out / f"{step}.json").read_text())
+        assert record["step"] == step and record["status"] == "passed", record
+        assert record["env"] == {"NUMBA_ENABLE_CUDASIM": "1"}
+        assert 0 < record["seconds"] <= record["limit_s"]
+        assert (out / record["stdout"]).is_file() and (out / record["stderr"]).is_file()
+        assert f"gpu_run: {step}:" in first.stdout
+    numbers = {s: json.loads((out / f"{s}.json").read_text())["numbers"] for s in STEPS}
+    assert numbers["gpu-tests"]["skipped"] >= 1  # the simulator skips the real-GPU tests
+    assert numbers["suite"]["passed"] >= 1 and "failed" not in numbers["suite"]
+    assert numbers["bench"]["rows"] >= 2 and numbers["bench"]["errors"] == 0
+    assert numbers["bench"]["device"] == "simulator"
+    assert numbers["demo-train_cnn"]["epochs"] == 1
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["meta"]["device"] == "simulator" and summary["meta"]["smoke"]
+    assert [r["step"] for r in summary["steps"]] == STEPS
+    text = (out / "summary.txt").read_text()
+    assert text.strip() in first.stdout
+    assert "SMOKE on the simulator" in text and "7/7 steps passed" in text
+    assert len(text.splitlines()) <= 24  # one screen
+
+    second = gpu_run("--smoke", "--out", str(out))
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "gpu_run: suite:" not in second.stdout  # nothing reran
+    assert second.stdout.count("(from an earlier call)") == len(STEPS)
+
+    third = gpu_run("--smoke", "--out", str(out), "--step", "bench")  # reruns that step only
+    assert third.returncode == 0, third.stdout + third.stderr
+    assert "gpu_run: bench:" in third.stdout and "gpu_run: suite:" not in third.stdout
+
+
+def test_pytest_counts_of_a_run_killed_midway():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import gpu_run as runner
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    done = "....s\n== 3 failed, 120 passed, 2 skipped, 1 error in 12.5s ==\n"
+    assert runner.pytest_counts(done) == dict(failed=3, passed=120, skipped=2, errors=1)
+    killed = "....F.s. [  5%]\n..E.                 [ 10%]\n"
+    assert runner.pytest_counts(killed) == dict(passed=9, failed=1, errors=1, skipped=1,
+                                                partial=True)
+    assert runner.slug("NVIDIA H200") == "nvidia-h200"
+
+
+def test_refuses_without_gpu_or_smoke(tmp_path):
+    if mg.cuda.has_gpu():
+        pytest.skip("a real GPU is here: the full run would start")
+    done = gpu_run("--out", str(tmp_path / "results"), simulator=False)
+    assert done.returncode == 2
+    assert "no CUDA GPU here" in done.stderr and "--smoke" in done.stderr
+    assert "Traceback" not in done.stderr + done.stdout
+    assert not (tmp_path / "results").exists()
