@@ -79,9 +79,9 @@ def steps(args, out: Path) -> list[Step]:
     demo_limits = dict(train_cnn=25, train_lstm=25, train_gan=30, seed_examples=15)
     out_steps = [
         Step("gpu-tests", gpu_tests, 60, "pytest -m gpu (real-GPU-only tests)", "pytest", env),
-        Step("suite", suite, 200, "the suite, simulator off" if not args.smoke
+        Step("suite", suite, 180, "the suite, simulator off" if not args.smoke
              else f"smoke: {SMOKE_SUITE} only", "pytest", env),
-        Step("bench", bench, 120, "minigpu.tools.bench --suite all vs torch/CuPy"
+        Step("bench", bench, 140, "minigpu.tools.bench --suite all vs torch/CuPy"
              if not args.smoke else f"smoke: lesson {SMOKE_LESSON}, counters only", "bench",
              env, "bench-rows.json"),
     ]
@@ -153,7 +153,7 @@ def git_commit() -> str | None:
 # --- running one step ----------------------------------------------------------------------------
 def run_step(step: Step, out: Path, limit_s: float) -> dict:
     """Run ``step`` in its own process group, killed at ``limit_s``; its record."""
-    env = dict(os.environ, **step.env)
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **step.env)  # a killed step keeps its output
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     t0 = time.monotonic()
     with open(out / f"{step.name}.out", "w") as fout, open(out / f"{step.name}.err", "w") as ferr:
@@ -163,8 +163,12 @@ def run_step(step: Step, out: Path, limit_s: float) -> dict:
             rc = proc.wait(timeout=limit_s)
             status = "passed" if rc == 0 else "failed"
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            rc = proc.wait()
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                rc = proc.wait(timeout=3)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                rc = proc.wait()
             status = "timeout"
     seconds = time.monotonic() - t0
     record = dict(step=step.name, what=step.what, status=status, rc=rc,
@@ -230,7 +234,7 @@ def demo_numbers(path: Path) -> dict:
     if not path.is_file():
         return {}
     metrics = json.loads(path.read_text())
-    return {k: (round(v, 4) if isinstance(v, float) else v)
+    return {k: (round(v, 3) if isinstance(v, float) else v)
             for k, v in metrics.items() if k in DEMO_KEYS}
 
 
@@ -252,14 +256,14 @@ def summary(meta: dict, records: list) -> str:
     lines = [f"gpu_run: {meta['device']} ({meta['date']}, commit {str(meta['commit'])[:10]})"
              + ("  *** SMOKE on the simulator: no GPU numbers ***" if meta["smoke"] else ""),
              f"results: {meta['out']}", ""]
-    lines.append(f"{'step':22s} {'status':8s} {'seconds':>8s}  key numbers")
+    lines.append(f"{'step':19s} {'status':8s} {'seconds':>8s}  key numbers")
     total = 0.0
     for rec in records:
         seconds = rec.get("seconds")
         total += seconds or 0
         shown = "-" if seconds is None else f"{seconds:.1f}"
-        note = " (from an earlier call)" if rec.get("resumed") else ""
-        lines.append(f"{rec['step']:22s} {rec['status']:8s} {shown:>8s}  "
+        note = " (done before)" if rec.get("resumed") else ""
+        lines.append(f"{rec['step']:19s} {rec['status']:8s} {shown:>8s}  "
                      f"{format_numbers(rec.get('numbers', {}))}{note}")
     lines.append("")
     done = sum(r["status"] == "passed" for r in records)
@@ -292,6 +296,7 @@ def parse_args(argv=None):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    t0 = time.monotonic()  # the budget counts the device probe too
     if args.smoke:
         device = "simulator"
     else:
@@ -316,7 +321,6 @@ def main(argv=None) -> int:
                 python=platform.python_version(), host=platform.node(), budget_s=args.budget,
                 versions=versions(),
                 out=os.path.relpath(out, ROOT) if out.is_relative_to(ROOT) else str(out))
-    t0 = time.monotonic()
     records = []
     for step in plan:
         path = out / f"{step.name}.json"
