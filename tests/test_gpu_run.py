@@ -115,3 +115,21 @@ def test_refuses_without_gpu_or_smoke(tmp_path):
     assert "no CUDA GPU here" in done.stderr and "--smoke" in done.stderr
     assert "Traceback" not in done.stderr + done.stdout
     assert not (tmp_path / "results").exists()
+
+
+def test_the_gpu_plan_fits_the_budget(tmp_path):
+    """What a call without --smoke would run (checked here, where no GPU runs it)."""
+    gpu_run = load_runner()
+    args = gpu_run.parse_args([])
+    plan = gpu_run.steps(args, tmp_path)
+    assert [s.name for s in plan] == STEPS
+    assert sum(s.limit_s for s in plan) <= args.budget == 480
+    assert all(s.env == {"NUMBA_ENABLE_CUDASIM": "0"} for s in plan)
+    by_name = {s.name: s.command for s in plan}
+    assert by_name["gpu-tests"][-3:] == ["-m", "gpu", "tests"]
+    assert by_name["suite"][-1] == "tests" and "not gpu" in by_name["suite"]
+    assert by_name["bench"][-2:] == ["--suite", "all"] and "--smoke" not in by_name["bench"]
+    for demo in ("train_cnn", "train_lstm", "train_gan", "seed_examples"):
+        cmd = by_name[f"demo-{demo}"]
+        assert f"demos/{demo}.py" in cmd and cmd[cmd.index("--device") + 1] == "cuda"
+        assert "--smoke" not in cmd and cmd[cmd.index("--epochs") + 1] == "1"
