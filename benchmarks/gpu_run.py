@@ -227,7 +227,8 @@ def bench_numbers(path: Path) -> dict:
     return numbers
 
 
-DEMO_KEYS = ("test_accuracy", "test_loss", "train_loss", "train_seconds", "seconds", "epochs")
+DEMO_KEYS = ("epochs", "test_accuracy", "test_loss", "train_loss", "final_d_loss", "final_g_loss",
+             "train_seconds", "seconds")
 
 
 def demo_numbers(path: Path) -> dict:
