@@ -8,6 +8,7 @@ is wrong: a constant negative index wraps, same-value stores are benign, an unin
 value is reported when it is used. Each test also checks the bug it must still catch.
 """
 import os
+import sys
 
 os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 
@@ -463,3 +464,24 @@ def test_the_report_names_the_first_read_even_through_a_local_array():
         through_a_local[1, 1](np.zeros(1, np.float32))
     msg = str(e.value)
     assert "read shared array 's' at index 0" in msg and "stored to global array 'out'" in msg
+
+
+def test_a_kernels_print_writes_each_call_whole(capsys):
+    """CUDA's printf is atomic per call; Python's print writes each argument apart, so threads
+    switching mid-call would mix their lines (numba-cuda's test_print.test_string). A tiny
+    switch interval makes such switches frequent."""
+    @cuda.jit
+    def shout():
+        i = cuda.grid(1)
+        for _ in range(20):
+            print(i, "hop!", 999, sep=" ")
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        shout[2, 32]()
+        cuda.synchronize()
+    finally:
+        sys.setswitchinterval(interval)
+    lines = capsys.readouterr().out.splitlines()
+    assert sorted(lines) == sorted(f"{i} hop! 999" for i in range(64) for _ in range(20))

@@ -37,6 +37,7 @@ import contextlib
 import functools
 import inspect
 import random
+import sys
 import threading
 
 import numpy as np
@@ -415,6 +416,22 @@ _swap_count = {}   # id(globals dict) or id(cell) -> threads inside
 _swap_saved = {}   # same key -> what to restore
 _swap_keys = {}    # id(globals dict) -> names that held numba.cuda/math when first scanned
 _ABSENT = object()  # a name swapped in that the globals did not have (deleted afterwards)
+_print_lock = threading.Lock()
+
+
+def device_print(*args, sep=" ", end="\n", file=None, flush=False):
+    """``print`` in a kernel: one call's line written whole, as CUDA's ``printf`` is (the
+    threads' lines come in any order, never mixed within one)."""
+    text = sep.join(map(str, args)) + end
+    out = sys.stdout if file is None else file
+    with _print_lock:
+        out.write(text)
+        if flush:
+            out.flush()
+
+
+KERNEL_BUILTINS = {**ieee.BUILTINS, "print": device_print}
+"""Builtins a simulated kernel sees in their device form (swapped in while it runs)."""
 
 
 def _replacement(value, fake):
@@ -442,7 +459,7 @@ def swapped(fn, fake):
                 if r is not None:
                     saved[k] = v
                     globs[k] = r
-            for k, r in ieee.BUILTINS.items():  # builtins typed as Numba types them
+            for k, r in KERNEL_BUILTINS.items():
                 if k not in globs:
                     saved[k] = _ABSENT
                     globs[k] = r
