@@ -7,8 +7,10 @@ Loaded with ``-p outside_plugin`` (``tools/outside`` on ``PYTHONPATH``) by
   first folder above them without an ``__init__.py`` is ``numba_cuda/numba``), which clashes
   with cuda-bindings' ``cuda`` package;
 - ``CUDATestCase`` uses the ``initialize_from_pytest_config`` fixture of upstream's conftest;
-- ``MINIGPU_OUTSIDE=minigpu`` imports minigpu before any test (its simulator upgrade then
-  applies to every kernel, as for a user who imports it); ``stock`` leaves Numba stock.
+- ``MINIGPU_OUTSIDE=minigpu`` has minigpu imported before any test, in the pytest process and
+  in every Python process a test starts (``sitecustomize.py`` beside this file, run at Python's
+  start-up); its simulator upgrade then applies to every kernel, as for a user who imports it.
+  ``stock`` leaves Numba stock.
 
 ``MINIGPU_OUTSIDE_UNSKIP=1`` lifts the ``skip_on_cudasim`` decorators whose reason is a
 simulator feature minigpu adds (:data:`UNSKIP_REASONS`) and deselects every other test: the
@@ -31,9 +33,6 @@ UNSKIP_REASONS = (
     "trunc only supported on NumPy float64",
     "Overflow behavior differs on CPython",
 )
-
-if os.environ.get("MINIGPU_OUTSIDE") == "minigpu":
-    import minigpu  # noqa: F401  (installs the simulator upgrade)
 
 import numba.cuda.tests as _tests  # noqa: E402
 
