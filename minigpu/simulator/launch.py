@@ -24,6 +24,8 @@ Replaces ``FakeCUDAKernel.__call__``. For a kernel launch ``k[grid, block](*args
    to ``math`` or a ``math`` function is its IEEE version (:mod:`.ieee`); ``round`` is Numba's.
 4. **Block order**: the blocks run one after another in a shuffled order, a fresh permutation
    per launch drawn from ``MINIGPU_SIM_SEED`` (code that assumes block 0 runs first fails).
+   The launch runs compiled (:mod:`.fast`) when it can, in that same order; when that path
+   suspects anything it restores the arguments and the checked path below runs it.
 5. **The end**: an indeterminate value still held by global memory is reported
    (``memory.check_kept``).
 
@@ -39,10 +41,11 @@ import inspect
 import random
 import sys
 import threading
+import time
 
 import numpy as np
 
-from . import config, ieee, memory, rules
+from . import config, fast, ieee, memory, rules
 from .blocks import run_block, run_grid
 from .errors import LaunchConfigError
 
@@ -88,11 +91,17 @@ def launch(self, *args):
         fake_args = [_arg(self, a, params[i] if i < len(params) else f"arg{i}", retr, state,
                           types[i] if i < len(types) else None)
                      for i, a in enumerate(args)]
+        _rng.shuffle(points)
+        if not cooperative and fast.try_launch(self, name, fake_args, grid_dim, block_dim,
+                                               points):
+            for wb in retr:
+                wb()
+            return
+        started = time.perf_counter()
         observed = bool(memory.observers)
         if observed:
             memory.notify_event("launch", name, grid_dim, block_dim)
         with swapped(self.fn, fake):
-            _rng.shuffle(points)
             if cooperative:
                 run_grid(self.fn, name, points, block_dim, self._debug, fake_args, state)
             else:
@@ -102,6 +111,8 @@ def launch(self, *args):
         memory.check_kept(state)
         if observed:
             memory.notify_event("end")
+        fast.checked_time(self, name, fake_args, len(points) * int(np.prod(block_dim)),
+                          time.perf_counter() - started)
         for wb in retr:
             wb()
 

@@ -1,0 +1,807 @@
+"""The compiled path: a kernel's threads as loops of machine code, the sanitizer still on.
+
+The checked interpreter (``blocks.py``) runs one OS thread per CUDA thread and observes every
+element access through a Python proxy: faithful, and about a millisecond per thread. This
+module runs the same kernel source as MCUDA does (Stratton et al., 2008), compiled with Numba's
+CPU target:
+
+1. **Rewrite** (:class:`Rewrite`): ``cuda.threadIdx.x`` and friends read the thread context
+   ``__c``; every subscript of an array becomes a checked ``load``/``store`` of
+   :mod:`.fastmem` (bounds, poison, races), atomics its stand-ins, integer ``/ // %`` a
+   division that suspects a zero divisor; device functions are rewritten the same way.
+2. **Split at the barriers** (:func:`_plan`): the body becomes *regions* (code without a
+   ``syncthreads``) and the block-level ``for``/``while``/``if`` statements that contain a
+   barrier. Each region is a function run once per thread of the block, in a loop; the
+   variables it shares with another region live in per-thread arrays between them; the
+   header of a block-level statement (its range, its condition) is evaluated by every thread
+   and must agree (a barrier reached by some threads only is *divergent*).
+3. **Drive** (:func:`_driver_source`): one compiled function runs the blocks in the launch's
+   shuffled order, the regions in order, and allocates each block's shared arrays (poisoned)
+   and each thread's local arrays.
+
+A launch on the compiled path never decides an error. When anything is suspect (an index
+outside an array, a load of never-written memory, a conflict, a zero divisor, a divergent
+barrier) or the compiled code raises, the arrays are restored from a snapshot and the launch
+runs again on the checked path, which gives the verdict and the message. Kernels it cannot
+compile (warp intrinsics, grid sync, dynamic shared memory, slices, ``print``, anything the
+rewrite does not know) always take the checked path; so do launches while performance
+counters or traces observe memory. :data:`STATS` records which launches took which path.
+"""
+from __future__ import annotations
+
+import ast
+import collections
+import copy
+import itertools
+import time
+
+import numpy as np
+from numba import njit, types
+from numba.core import compiler, typed_passes
+from numba.core.errors import NumbaError
+from numba.core.registry import cpu_target
+
+from . import config, fastmem, memory, rules
+from .fastmem import (BDX, BDY, BDZ, BLOCK, BX, BY, BZ, DIVERGENT, EPOCH, GDX, GDY, GDZ,
+                      LOCAL, NTHREADS, SHARED, THREAD, TX, TY, TZ)
+
+AUTO_SECONDS = 1.0
+"""``auto`` compiles a kernel once its checked launches (spent and predicted) reach this."""
+FIRST_GUESS = 50e-6
+"""Seconds per thread a kernel never timed is predicted to cost on the checked path."""
+
+STATS = collections.defaultdict(collections.Counter)
+"""Kernel name -> Counter of ``fast``, ``checked``, ``fallback: <reason>``, ``ineligible:
+<reason>``: which path each launch took (the docs' table comes from here)."""
+
+
+class Ineligible(Exception):
+    """The kernel uses something the compiled path does not run."""
+
+
+_AXES = {"x": 0, "y": 1, "z": 2}
+_CTX = {"threadIdx": TX, "blockIdx": BX, "blockDim": BDX, "gridDim": GDX}
+
+
+def _is_cuda(node, ns):
+    from . import launch
+    return isinstance(node, ast.Name) and ns.get(node.id, None) is launch._cuda \
+        and launch._cuda is not None
+
+
+def _cuda_path(node, ns):
+    """``["atomic", "add"]`` for ``cuda.atomic.add`` (``cuda`` bound to numba.cuda)."""
+    path = []
+    while isinstance(node, ast.Attribute):
+        path.append(node.attr)
+        node = node.value
+    return path[::-1] if path and _is_cuda(node, ns) else None
+
+
+def _ctx(k):
+    return ast.Subscript(ast.Name("__c", ast.Load()), ast.Constant(k), ast.Load())
+
+
+def _call(name, args):
+    return ast.Call(ast.Name(name, ast.Load()), list(args), [])
+
+
+def _index(node):
+    if isinstance(node, ast.Slice) or isinstance(node, ast.Tuple) and any(
+            isinstance(e, ast.Slice) for e in node.elts):
+        raise Ineligible("a slice of an array")
+    return node if isinstance(node, ast.Tuple) else ast.Tuple([node], ast.Load())
+
+
+def _linear():
+    """The linear thread index within its block, as source."""
+    return (f"(__c[{TX}] + __c[{TY}] * __c[{BDX}] + __c[{TZ}] * __c[{BDX}] * __c[{BDY}])")
+
+
+class Rewrite(ast.NodeTransformer):
+    """A kernel or device function's AST in compiled-path terms (see the module docstring)."""
+
+    def __init__(self, ns, kernel, compiler_):
+        self.ns, self.kernel, self.compiler = ns, kernel, compiler_
+        self.shared, self.local = {}, {}   # name -> (shape, dtype)
+        self.temps = itertools.count()
+
+    # --- expressions
+    def visit_Attribute(self, node):
+        path = _cuda_path(node, self.ns)
+        if path is not None:
+            if len(path) == 2 and path[0] in _CTX and path[1] in _AXES:
+                return _ctx(_CTX[path[0]] + _AXES[path[1]])
+            if path == ["warpsize"]:
+                return ast.Constant(32)
+            if path == ["laneid"]:
+                return ast.parse(f"{_linear()} % 32", mode="eval").body
+            raise Ineligible(f"cuda.{'.'.join(path)}")
+        node = self.generic_visit(node)
+        if node.attr in ("shape", "size", "ndim") and isinstance(node.ctx, ast.Load):
+            return _call(f"__{node.attr}_of", [node.value])
+        return node
+
+    def visit_Call(self, node):
+        path = _cuda_path(node.func, self.ns)
+        if node.keywords and path is None:
+            raise Ineligible("a call with keyword arguments")
+        if path is not None:
+            return self._cuda_call(path, node)
+        node.args = [self.visit(a) for a in node.args]
+        if isinstance(node.func, ast.Name) and node.func.id == "len":
+            return _call("__len_of", node.args)
+        target = self._resolve(node.func)
+        if target is not None and _is_device_function(target):
+            name = self.compiler.device(target)
+            return _call(name, node.args + [ast.Name("__c", ast.Load()),
+                                            ast.Name("__F", ast.Load())])
+        if target is print:
+            raise Ineligible("print")
+        node.func = self.visit(node.func)
+        return node
+
+    def _resolve(self, func):
+        try:
+            return eval(compile(ast.Expression(func), "<resolve>", "eval"), dict(self.ns))
+        except Exception:
+            return None
+
+    def _cuda_call(self, path, node):
+        args = [self.visit(a) for a in node.args]
+        if node.keywords:
+            raise Ineligible(f"cuda.{'.'.join(path)} with keyword arguments")
+        if path == ["grid"] or path == ["gridsize"]:
+            n = args[0].value if isinstance(args[0], ast.Constant) else None
+            if n not in (1, 2, 3):
+                raise Ineligible("cuda.grid of a non-literal rank")
+            if path == ["grid"]:
+                parts = [f"(__c[{BX + k}] * __c[{BDX + k}] + __c[{TX + k}])" for k in range(n)]
+            else:
+                parts = [f"(__c[{BDX + k}] * __c[{GDX + k}])" for k in range(n)]
+            text = parts[0] if n == 1 else "(" + ", ".join(parts) + ")"
+            return ast.parse(text, mode="eval").body
+        if path == ["syncthreads"]:
+            if not self.kernel:
+                raise Ineligible("a barrier in a device function")
+            return _call("__BARRIER", [])
+        if len(path) == 2 and path[0] == "atomic":
+            op = {"compare_and_swap": "cas", "cas": "cas"}.get(path[1], path[1])
+            if op != "cas" and op not in fastmem.ATOMICS:
+                raise Ineligible(f"cuda.atomic.{path[1]}")
+            if op == "cas" and path[1] == "compare_and_swap":
+                args = [args[0], ast.Constant(0)] + args[1:]
+            args[1] = _index(args[1])
+            name = "__atomic_cas" if op == "cas" else f"__atomic_{op}"
+            return _call(name, args + [ast.Name("__c", ast.Load()), ast.Name("__F", ast.Load())])
+        if path == ["const", "array_like"]:
+            return args[0]
+        raise Ineligible(f"cuda.{'.'.join(path)}")
+
+    def visit_BinOp(self, node):
+        node = self.generic_visit(node)
+        op = type(node.op).__name__
+        if op in fastmem.DIVISIONS:
+            return _call(f"__{op}", [node.left, node.right, ast.Name("__F", ast.Load())])
+        return node
+
+    def visit_Subscript(self, node):
+        if not isinstance(node.ctx, ast.Load):
+            raise Ineligible("an unusual store")
+        value = self.visit(node.value)
+        if isinstance(value, ast.Call):   # x.shape[0]: a tuple of a call
+            node.value, node.slice = value, self.visit(node.slice)
+            return node
+        return _call("__load", [value, _index(self.visit(node.slice)),
+                                ast.Name("__c", ast.Load()), ast.Name("__F", ast.Load())])
+
+    # --- statements
+    def visit_Assign(self, node):
+        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            space = self._allocation(node.value)
+            if space is not None:
+                return self._allocate(node.targets[0].id, space, node.value)
+        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript):
+            t = node.targets[0]
+            return ast.Expr(_call("__store", [self.visit(t.value), _index(self.visit(t.slice)),
+                                              self.visit(node.value),
+                                              ast.Name("__c", ast.Load()),
+                                              ast.Name("__F", ast.Load())]))
+        for t in node.targets:
+            if any(isinstance(n, (ast.Subscript, ast.Attribute, ast.Starred))
+                   for n in ast.walk(t)):
+                raise Ineligible("a store to several places at once")
+        node.value = self.visit(node.value)
+        return node
+
+    def visit_AugAssign(self, node):
+        op = type(node.op).__name__
+        if isinstance(node.target, ast.Name):
+            left = ast.Name(node.target.id, ast.Load())
+            value = self.visit(ast.BinOp(left, node.op, node.value))
+            return ast.Assign([ast.Name(node.target.id, ast.Store())], value)
+        if not isinstance(node.target, ast.Subscript):
+            raise Ineligible("an augmented store to an attribute")
+        t = node.target
+        temp = f"__ix{next(self.temps)}"
+        index = ast.Assign([ast.Name(temp, ast.Store())], _index(self.visit(t.slice)))
+        base = self.visit(t.value)
+        old = _call("__load", [base, ast.Name(temp, ast.Load()), ast.Name("__c", ast.Load()),
+                               ast.Name("__F", ast.Load())])
+        right = self.visit(node.value)
+        if op in fastmem.DIVISIONS:
+            new = _call(f"__{op}", [old, right, ast.Name("__F", ast.Load())])
+        else:
+            new = ast.BinOp(old, node.op, right)
+        store = ast.Expr(_call("__store", [base, ast.Name(temp, ast.Load()), new,
+                                           ast.Name("__c", ast.Load()),
+                                           ast.Name("__F", ast.Load())]))
+        return [index, store]
+
+    def visit_While(self, node):
+        node = self.generic_visit(node)
+        node.test = ast.BoolOp(ast.And(), [ast.Compare(
+            ast.Subscript(ast.Name("__F", ast.Load()), ast.Constant(0), ast.Load()),
+            [ast.Eq()], [ast.Constant(0)]), node.test])
+        return node
+
+    def visit_AnnAssign(self, node):
+        raise Ineligible("an annotated assignment")
+
+    def visit_Raise(self, node):
+        raise Ineligible("raise")
+
+    def visit_Assert(self, node):
+        raise Ineligible("assert")
+
+    def visit_With(self, node):
+        raise Ineligible("with")
+
+    def visit_Try(self, node):
+        raise Ineligible("try")
+
+    def visit_Lambda(self, node):
+        raise Ineligible("a lambda")
+
+    def visit_FunctionDef(self, node):
+        raise Ineligible("a nested function")
+
+    def _allocation(self, value):
+        if isinstance(value, ast.Call):
+            path = _cuda_path(value.func, self.ns)
+            if path in (["shared", "array"], ["local", "array"]):
+                return path[0]
+        return None
+
+    def _allocate(self, name, space, call):
+        if not self.kernel:
+            raise Ineligible(f"a {space} array in a device function")
+        kw = {k.arg: k.value for k in call.keywords}
+        shape = call.args[0] if call.args else kw.get("shape")
+        dtype = call.args[1] if len(call.args) > 1 else kw.get("dtype")
+        if set(kw) - {"shape", "dtype"}:
+            raise Ineligible(f"cuda.{space}.array with {sorted(set(kw) - {'shape', 'dtype'})}")
+        try:
+            shp = eval(compile(ast.Expression(shape), "<shape>", "eval"), dict(self.ns))
+            dt = memory._dtype(eval(compile(ast.Expression(dtype), "<dtype>", "eval"),
+                                    dict(self.ns)), memory.kernelapi)
+        except Exception as exc:
+            raise Ineligible(f"a {space} array shape or dtype not known before the launch "
+                             f"({exc})") from None
+        shp = (shp,) if isinstance(shp, (int, np.integer)) else tuple(shp)
+        if shp == (0,) or not shp:
+            raise Ineligible("dynamic shared memory")
+        table = self.shared if space == "shared" else self.local
+        if name in self.shared or name in self.local:
+            raise Ineligible(f"{name} allocated twice")
+        table[name] = (tuple(int(s) for s in shp), dt)
+        if space == "shared":
+            return ast.Pass()
+        return ast.Assign([ast.Name(name, ast.Store())],
+                          _call("__local_row", [ast.Name(f"__LS_{name}", ast.Load()),
+                                                ast.Name("__t", ast.Load()),
+                                                ast.Constant(True)]))
+
+
+def _is_device_function(obj):
+    from . import launch
+    return launch._sim is not None and isinstance(obj, launch._sim[0].FakeCUDAKernel) \
+        and obj._device
+
+
+def _namespace(fn):
+    ns = dict(fn.__globals__)
+    if fn.__closure__:
+        for name, cell in zip(fn.__code__.co_freevars, fn.__closure__):
+            try:
+                ns[name] = cell.cell_contents
+            except ValueError:
+                pass
+    return ns
+
+
+def _function_def(fn):
+    func = copy.deepcopy(rules.function_ast(fn.__code__))   # the cached tree stays as it is
+    if not isinstance(func, ast.FunctionDef):
+        raise Ineligible("no source")
+    a = func.args
+    if a.vararg or a.kwarg or a.kwonlyargs or a.defaults or a.posonlyargs:
+        raise Ineligible("a signature with defaults, * or **")
+    func.decorator_list = []
+    body = func.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        body = body[1:] or [ast.Pass()]
+    func.body = body
+    return func
+
+
+_HELPERS = {
+    "__load": fastmem.load, "__store": fastmem.store, "__atomic_cas": fastmem.atomic_cas,
+    "__shape_of": fastmem.shape_of, "__size_of": fastmem.size_of,
+    "__ndim_of": fastmem.ndim_of, "__len_of": fastmem.len_of,
+    "__local_row": fastmem.local_row, "__shadowed": fastmem.shadowed,
+    "__poisoned": fastmem.poisoned, "np": np,
+    **{f"__atomic_{k}": v for k, v in fastmem.ATOMICS.items()},
+    **{f"__{k}": v for k, v in fastmem.DIVISIONS.items()},
+}
+
+
+def _barrier():
+    """``cuda.syncthreads()`` while typing the unsplit kernel: nothing."""
+
+
+# ----------------------------------------------------------------------------- the split
+
+
+def _has_barrier(node):
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+               and n.func.id == "__BARRIER" for n in ast.walk(node))
+
+
+def _plan(stmts):
+    """Statements -> [("region", [stmt]), ("barrier",), ("for", name, args, plan),
+    ("while", test, plan), ("if", test, plan, plan)]."""
+    items, region = [], []
+    for s in stmts:
+        if not _has_barrier(s):
+            region.append(s)
+            continue
+        if region:
+            items.append(("region", region))
+            region = []
+        if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and \
+                isinstance(s.value.func, ast.Name) and s.value.func.id == "__BARRIER":
+            items.append(("barrier",))
+        elif isinstance(s, ast.For) and not s.orelse and isinstance(s.target, ast.Name) and \
+                isinstance(s.iter, ast.Call) and isinstance(s.iter.func, ast.Name) and \
+                s.iter.func.id == "range" and 1 <= len(s.iter.args) <= 3:
+            a = s.iter.args
+            args = [ast.Constant(0), a[0], ast.Constant(1)] if len(a) == 1 else \
+                ([a[0], a[1], ast.Constant(1)] if len(a) == 2 else list(a))
+            items.append(("for", s.target.id, args, _plan(s.body)))
+        elif isinstance(s, ast.While) and not s.orelse:
+            items.append(("while", s.test, _plan(s.body)))
+        elif isinstance(s, ast.If):
+            items.append(("if", s.test, _plan(s.body), _plan(s.orelse)))
+        else:
+            raise Ineligible("a barrier inside a statement the split does not know")
+    if region:
+        items.append(("region", region))
+    return items
+
+
+def _names(nodes):
+    return {n.id for node in nodes for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def _stored(nodes):
+    return {n.id for node in nodes for n in ast.walk(node)
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+
+def _loose_jump(stmts):
+    """A ``break``/``continue`` of a loop outside these statements."""
+    def walk(node):
+        if isinstance(node, (ast.Break, ast.Continue)):
+            return True
+        if isinstance(node, (ast.For, ast.While)):   # its body's jumps are its own
+            return any(walk(c) for c in node.orelse)
+        return any(walk(c) for c in ast.iter_child_nodes(node))
+    return any(walk(s) for s in stmts)
+
+
+class _Unit:
+    """A region or a header: the code run once per thread, with the names it uses."""
+
+    def __init__(self, kind, nodes):
+        self.kind, self.nodes = kind, nodes
+        self.names, self.stored = _names(nodes), _stored(nodes)
+
+
+def _units(plan, out):
+    for item in plan:
+        if item[0] == "region":
+            if _loose_jump(item[1]):
+                raise Ineligible("break or continue of a loop that contains a barrier")
+            out.append(_Unit("region", item[1]))
+        elif item[0] == "for":
+            out.append(_Unit("header", item[2] + [ast.Name(item[1], ast.Store())]))
+            _units(item[3], out)
+        elif item[0] == "while":
+            out.append(_Unit("header", [item[1]]))
+            _units(item[2], out)
+        elif item[0] == "if":
+            out.append(_Unit("header", [item[1]]))
+            _units(item[2], out)
+            _units(item[3], out)
+    return out
+
+
+# ----------------------------------------------------------------------------- compiling
+
+
+class Compiled:
+    """A kernel compiled for one signature: ``run(args, grid, block, order) -> 0 or suspect``."""
+
+    def __init__(self, driver, shared, local):
+        self.driver, self.shared, self.local = driver, shared, local
+
+
+class KernelCompiler:
+    """Compiles one kernel (and the device functions it calls) to the compiled path."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.ns = {**_namespace(fn), **_HELPERS}
+        self.devices = {}
+        self.sources = []   # what was compiled, for ``source()``
+
+    def device(self, kernel):
+        """The name of ``kernel`` (a device function) compiled with hidden ``(__c, __F)``."""
+        key = id(kernel)
+        if key not in self.devices:
+            name = f"__dev{len(self.devices)}_{kernel.fn.__name__}"
+            self.devices[key] = name
+            func = _function_def(kernel.fn)
+            rw = Rewrite({**_namespace(kernel.fn), **_HELPERS}, False, self)
+            body = []
+            for s in func.body:
+                r = rw.visit(s)
+                body.extend(r if isinstance(r, list) else [r])
+            func.body = body
+            func = ast.fix_missing_locations(func)
+            func.name = name
+            func.args.args += [ast.arg("__c"), ast.arg("__F")]
+            ns = {**_namespace(kernel.fn), **_HELPERS,
+                  **{n: self.ns[n] for n in self.ns if n.startswith("__dev")}}
+            src = ast.unparse(func)
+            self.sources.append(src)
+            exec(compile(src, f"<minigpu.fast {name}>", "exec"), ns)
+            self.ns[name] = njit(error_model="numpy")(ns[name])
+            # later device functions see this one too
+        return self.devices[key]
+
+    def compile(self, args):
+        func = _function_def(self.fn)
+        params = [a.arg for a in func.args.args]
+        rw = Rewrite(self.ns, True, self)
+        body = []
+        for s in func.body:
+            r = rw.visit(s)
+            body.extend(r if isinstance(r, list) else [r])
+        body = [ast.fix_missing_locations(s) for s in body]
+        plan = _plan(body)
+        units = _units(plan, [])
+        arrays = set(rw.shared) | set(rw.local)
+        locals_ = (set().union(*(u.stored for u in units)) if units else set()) - arrays
+        if len(units) > 1 and locals_ & set(params):
+            raise Ineligible("a parameter assigned in a kernel with barriers")
+        uses = collections.Counter(n for u in units for n in (u.names & locals_))
+        carried = sorted(n for n, k in uses.items() if k > 1)
+        carried_arrays = sorted(n for n in rw.local if sum(n in u.names for u in units) > 1)
+        shapes = {n: s for n, (s, _) in {**rw.shared, **rw.local}.items()}
+        dtypes = self._carried_types(func, params, body, rw, args, carried)
+        extra = ([f"__SH_{n}" for n in sorted(rw.shared)] + [f"__LS_{n}" for n in sorted(rw.local)]
+                 + [f"__L_{n}" for n in carried])
+        common = ["__c", "__F"] + params + extra
+        renames = {n: f"__SH_{n}" for n in rw.shared}
+        sources, k = [], itertools.count()
+        for u in units:
+            u.fname = f"__u{next(k)}"
+            nodes = [_Rename(renames).visit(n) for n in u.nodes]
+            head = [f"    {n} = __L_{n}[__t]" for n in carried if n in u.names]
+            head += [f"    {n} = __local_row(__LS_{n}, __t, False)" for n in carried_arrays
+                     if n in u.names]
+            if u.kind == "region":
+                code = "\n".join(ast.unparse(_Returns().visit(s)) for s in nodes)
+                tail = [f"__L_{n}[__t] = {n}" for n in carried if n in u.stored]
+                text = _indent(code) + "\n" + "\n".join("    " + t for t in tail + ["return 0"])
+            else:
+                if len(nodes) == 1:    # while / if test
+                    text = f"    return 1 if ({ast.unparse(nodes[0])}) else 0"
+                else:                  # a range's (start, stop, step)
+                    text = "    return (" + ", ".join(
+                        f"np.int64({ast.unparse(n)})" for n in nodes[:3]) + ")"
+            sources.append(f"def {u.fname}({', '.join(common + ['__t'])}):\n"
+                           + "\n".join(head + [text]) + "\n")
+        ns = dict(self.ns)
+        self.sources += sources
+        for name, src in zip([u.fname for u in units], sources):
+            exec(compile(src, f"<minigpu.fast {self.fn.__name__}.{name}>", "exec"), ns)
+            ns[name] = njit(error_model="numpy", inline="always")(ns[name])
+        spec = {}
+        for n, (shape, dt) in {**rw.shared, **rw.local}.items():
+            bits_dt, pois, rec = fastmem.poison_spec(dt)
+            ns[f"__DT_{n}"], ns[f"__UDT_{n}"], ns[f"__POIS_{n}"] = dt.type, bits_dt.type, pois
+            spec[n] = (shape, rec)
+        for n in carried:
+            ns[f"__DT_{n}"] = dtypes[n]
+        src = _driver_source(params, plan, units, common, rw, carried, spec, renames)
+        self.sources.append(src)
+        exec(compile(src, f"<minigpu.fast {self.fn.__name__}>", "exec"), ns)
+        return njit(error_model="numpy")(ns["__driver"])
+
+    def _carried_types(self, func, params, body, rw, args, carried):
+        """The NumPy scalar type of each variable that lives across a barrier (the kernel
+        typed whole, barriers as no-ops, its SSA versions unified)."""
+        if not carried:
+            return {}
+        renames = {n: f"__SH_{n}" for n in rw.shared}
+        whole = [_Rename(renames).visit(ast.parse(ast.unparse(s)).body[0]) for s in body]
+        extra = [f"__SH_{n}" for n in sorted(rw.shared)] + [f"__LS_{n}" for n in sorted(rw.local)]
+        src = (f"def __whole({', '.join(['__c', '__F', '__t'] + params + extra)}):\n"
+               + _indent("\n".join(ast.unparse(s) for s in whole)) + "\n    return\n")
+        ns = {**self.ns, "__BARRIER": _barrier}
+        exec(compile(src, "<minigpu.fast typing>", "exec"), ns)
+        samples = [np.zeros(16, np.int64), np.zeros(1, np.int64), 0] + list(args)
+        for n in sorted(rw.shared):
+            samples.append(fastmem.make_buf(np.zeros(rw.shared[n][0], rw.shared[n][1]), SHARED))
+        for n in sorted(rw.local):
+            samples.append(fastmem.make_buf(np.zeros((1,) + rw.local[n][0], rw.local[n][1]),
+                                            LOCAL))
+        from numba import typeof
+        argtypes = tuple(typeof(s) for s in samples)
+        ns["__BARRIER"] = njit(_barrier)
+        func_ir = compiler.run_frontend(ns["__whole"])
+        typingctx, targetctx = cpu_target.typing_context, cpu_target.target_context
+        typingctx.refresh()
+        targetctx.refresh()
+        typemap = typed_passes.type_inference_stage(typingctx, targetctx, func_ir, argtypes,
+                                                    None).typemap
+        out = {}
+        for n in carried:
+            found = [types.unliteral(t) for k, t in typemap.items()
+                     if k == n or k.startswith(n + ".") and k[len(n) + 1:].isdigit()]
+            t = typingctx.unify_types(*found) if found else None
+            if not isinstance(t, (types.Number, types.Boolean)):
+                raise Ineligible(f"{n} ({t}) lives across a barrier")
+            out[n] = np.dtype(str(t) if not isinstance(t, types.Boolean) else "bool").type
+        return out
+
+
+class _Rename(ast.NodeTransformer):
+    def __init__(self, names):
+        self.names = names
+
+    def visit_Name(self, node):
+        if node.id in self.names:
+            return ast.Name(self.names[node.id], node.ctx)
+        return node
+
+
+class _Returns(ast.NodeTransformer):
+    """``return`` in a region: the thread exits (1)."""
+
+    def visit_Return(self, node):
+        return ast.Return(ast.Constant(1))
+
+
+def _indent(text, n=1):
+    return "\n".join("    " * n + line for line in text.splitlines())
+
+
+def _driver_source(params, plan, units, common, rw, carried, spec, renames):
+    call_args = ", ".join(common + ["__t"])
+    lines = [f"def __driver({', '.join(params)}, __order, __dims, __F):",
+             "    __c = np.zeros(16, np.int64)",
+             f"    __c[{BDX}] = __dims[0]; __c[{BDY}] = __dims[1]; __c[{BDZ}] = __dims[2]",
+             f"    __c[{GDX}] = __dims[3]; __c[{GDY}] = __dims[4]; __c[{GDZ}] = __dims[5]",
+             "    __nt = __dims[0] * __dims[1] * __dims[2]",
+             f"    __c[{NTHREADS}] = __nt",
+             "    __alive = np.ones(__nt, np.bool_)"]
+    for n in carried:
+        lines.append(f"    __L_{n} = np.zeros(__nt, __DT_{n})")
+    for n in sorted(rw.local):
+        shape, rec = spec[n]
+        lines.append(f"    __d = np.empty((__nt,) + {shape!r}, __DT_{n})")
+        bits = f"__d.view(__UDT_{n})" if rec else f"np.zeros(__d.shape, np.uint8)"
+        lines.append(f"    __LS_{n} = __shadowed(__d, {bits}, __POIS_{n}, {rec}, {LOCAL})")
+    lines += ["    for __b in range(__order.shape[0]):",
+              f"        __c[{BX}] = __order[__b, 0]; __c[{BY}] = __order[__b, 1]; "
+              f"__c[{BZ}] = __order[__b, 2]",
+              f"        __c[{BLOCK}] = __order[__b, 0] + __dims[3] * (__order[__b, 1] + "
+              f"__dims[4] * __order[__b, 2])",
+              f"        __c[{EPOCH}] = 0",
+              "        __alive[:] = True"]
+    for n in sorted(rw.shared):
+        shape, rec = spec[n]
+        lines.append(f"        __d = np.empty({shape!r}, __DT_{n})")
+        bits = f"__d.view(__UDT_{n})" if rec else f"np.zeros(__d.shape, np.uint8)"
+        lines.append(f"        __SH_{n} = __poisoned(__d, {bits}, __POIS_{n}, {rec}, {SHARED})")
+    counter = iter(units)
+    loop = itertools.count()
+
+    def thread_loop(ind, body):
+        pad = "    " * ind
+        return [f"{pad}for __t in range(__nt):",
+                f"{pad}    if __alive[__t]:",
+                f"{pad}        __c[{TX}] = __t % __dims[0]",
+                f"{pad}        __c[{TY}] = (__t // __dims[0]) % __dims[1]",
+                f"{pad}        __c[{TZ}] = __t // (__dims[0] * __dims[1])",
+                f"{pad}        __c[{THREAD}] = 1 + __c[{BLOCK}] * __nt + __t"] + \
+            [f"{pad}        {b}" for b in body]
+
+    def uniform(ind, unit, width):
+        """Evaluate a header in every live thread; they must agree."""
+        pad = "    " * ind
+        k = next(loop)
+        out = [f"{pad}__n{k} = 0"]
+        out += thread_loop(ind, [f"__v{k} = {unit.fname}({call_args})",
+                                 f"if __n{k} == 0:", f"    __h{k} = __v{k}",
+                                 f"elif __v{k} != __h{k}:",
+                                 f"    __F[0] = {DIVERGENT}", "    return",
+                                 f"__n{k} += 1"])
+        empty = "(0, 0, 1)" if width == 3 else "0"
+        out += [f"{pad}if __n{k} == 0:", f"{pad}    __h{k} = {empty}"]
+        return k, out
+
+    def emit(plan_, ind):
+        pad = "    " * ind
+        out = []
+        for item in plan_:
+            if item[0] == "region":
+                u = next(counter)
+                out += thread_loop(ind, [f"if {u.fname}({call_args}):",
+                                         "    __alive[__t] = False",
+                                         "if __F[0]:", "    return"])
+            elif item[0] == "barrier":
+                out += [f"{pad}if not __alive.all() and __alive.any():",
+                        f"{pad}    __F[0] = {DIVERGENT}", f"{pad}    return",
+                        f"{pad}__c[{EPOCH}] += 1"]
+            elif item[0] == "for":
+                k, code = uniform(ind, next(counter), 3)
+                out += code
+                out += [f"{pad}for __i{k} in range(__h{k}[0], __h{k}[1], __h{k}[2]):"]
+                if item[1] in carried:
+                    out += [f"{pad}    __L_{item[1]}[:] = __i{k}"]
+                out += emit(item[3], ind + 1) or [f"{pad}    pass"]
+            elif item[0] == "while":
+                out += [f"{pad}while True:"]
+                k, code = uniform(ind + 1, next(counter), 1)
+                out += code + [f"{pad}    if not __h{k}:", f"{pad}        break"]
+                out += emit(item[2], ind + 1)
+            elif item[0] == "if":
+                k, code = uniform(ind, next(counter), 1)
+                out += code + [f"{pad}if __h{k}:"]
+                out += emit(item[2], ind + 1) or [f"{pad}    pass"]
+                if item[3]:
+                    out += [f"{pad}else:"] + emit(item[3], ind + 1)
+        return out
+
+    lines += emit(plan, 2)
+    lines += ["    return"]
+    return "\n".join(lines) + "\n"
+
+
+# ----------------------------------------------------------------------------- launching
+
+_COMPILED = {}     # (kernel, signature) -> driver, or Ineligible / Exception text
+_SPENT = collections.defaultdict(float)   # (kernel, signature) -> checked seconds
+_PER_THREAD = {}   # kernel -> checked seconds per thread, last measured
+
+
+def _data(arg):
+    """The NumPy storage of an array argument (a checked proxy or, checks off, the array)."""
+    if isinstance(arg, memory.Array):
+        return arg.a
+    if isinstance(arg, np.ndarray) and arg.ndim > 0 and arg.dtype.fields is None:
+        return arg
+    return None
+
+
+def _signature(fake_args):
+    sig = []
+    for a in fake_args:
+        d = _data(a)
+        if d is not None:
+            sig.append(("a", d.dtype.str, d.ndim, d.flags.c_contiguous))
+        elif isinstance(a, (bool, np.bool_)):
+            sig.append(("b",))
+        elif isinstance(a, (int, float, complex, np.number)):
+            sig.append(("s", type(a).__name__))
+        else:
+            return None
+    return tuple(sig)
+
+
+def _identity(d):
+    return d.__array_interface__["data"][0], d.shape, d.strides, d.dtype.str
+
+
+def try_launch(kernel, name, fake_args, grid_dim, block_dim, points):
+    """Run the launch on the compiled path if it applies. True: done (no suspect); False:
+    the caller runs the checked path (the arrays are as they were)."""
+    mode = config.FAST
+    if mode == "0" or memory.observers:
+        return False
+    sig = _signature(fake_args)
+    stats = STATS[name]
+    if sig is None:
+        stats["ineligible: an argument of a kind the compiled path does not take"] += 1
+        return False
+    key = (kernel, sig)
+    driver = _COMPILED.get(key)
+    threads = len(points) * block_dim[0] * block_dim[1] * block_dim[2]
+    if driver is None:
+        predicted = threads * _PER_THREAD.get(kernel, FIRST_GUESS)
+        if mode != "always" and _SPENT[key] + predicted < AUTO_SECONDS:
+            return False
+        driver = _COMPILED[key] = _compile(kernel, fake_args)
+    if isinstance(driver, str):
+        stats[driver] += 1
+        return False
+    bufs, values, snapshot = {}, [], []
+    arrays = [d for d in map(_data, fake_args) if d is not None]
+    for a in fake_args:
+        d = _data(a)
+        if d is None:
+            values.append(a)
+            continue
+        k = _identity(d)
+        if k not in bufs:
+            if any(b is not d and np.may_share_memory(b, d) and _identity(b) != k
+                   for b in arrays):
+                stats["checked: arguments overlap"] += 1
+                return False
+            bufs[k] = fastmem.make_buf(d)
+            snapshot.append((d, d.copy()))
+        values.append(bufs[k])
+    order = np.array(points, np.int64).reshape(len(points), 3)
+    dims = np.array(list(block_dim) + list(grid_dim), np.int64)
+    flag = np.zeros(1, np.int64)
+    try:
+        driver(*values, order, dims, flag)
+        reason = fastmem.SUSPECTS.get(int(flag[0]))
+    except NumbaError as exc:   # it compiles at its first call: it never will
+        _COMPILED[key] = f"ineligible: compile failed ({type(exc).__name__}: " \
+                         f"{str(exc).splitlines()[-1][:200]})"
+        reason = "it does not compile"
+    except Exception as exc:
+        reason = f"{type(exc).__name__}: {exc}"
+    if reason is None:
+        stats["fast"] += 1
+        return True
+    for a, saved in snapshot:
+        a[...] = saved
+    stats[f"fallback: {reason}"] += 1
+    return False
+
+
+def _compile(kernel, fake_args):
+    try:
+        return KernelCompiler(kernel.fn).compile(
+            [a if _data(a) is None else fastmem.make_buf(_data(a)) for a in fake_args])
+    except Ineligible as exc:
+        return f"ineligible: {exc}"
+    except Exception as exc:
+        return f"ineligible: compile failed ({type(exc).__name__}: {str(exc)[:200]})"
+
+
+def checked_time(kernel, name, fake_args, threads, seconds):
+    """Record a checked launch's cost (for ``auto``'s decision)."""
+    sig = _signature(fake_args)
+    STATS[name]["checked"] += 1
+    if sig is not None:
+        _SPENT[(kernel, sig)] += seconds
+        _PER_THREAD[kernel] = seconds / max(threads, 1)

@@ -1,0 +1,360 @@
+"""The compiled path's memory: checked loads, stores and atomics as Numba CPU functions.
+
+Every array a compiled kernel touches (:mod:`.fast`) is a :class:`Buf`: the data, its bits as
+unsigned integers (to recognise the poison of never-written memory, ``memory.poison_of``), and
+five shadow arrays of the same shape that record, per element, the last writer (thread, epoch)
+and the readers (one thread, or ``MANY``; their latest epoch; their block, or ``MANY``).
+
+A thread is ``T`` (1 + its global linear index), in block ``B``, at barrier epoch ``E`` (the
+number of ``syncthreads`` its block has passed). Two accesses of one element, at least one a
+store, by different threads, conflict unless they are in the same block and in different epochs
+(a barrier orders them). Atomics do not conflict with atomics; a plain access after an atomic
+is ordered only by a barrier of the same block.
+
+These functions never decide an error. They *suspect* one: an index outside ``[0, n)``
+(negative included), a load of the poison, a conflict, an integer division by zero. They write
+the reason to ``F[0]`` and go on with a harmless value; the launch is then run again from its
+saved arguments on the checked interpreter, which gives the verdict and the message
+(:func:`.fast.launch`). So the compiled path can only be slower than the checked one on a
+suspect kernel, never more lenient.
+"""
+from collections import namedtuple
+
+import numpy as np
+from numba import njit, types
+from numba.extending import overload
+
+from .memory import poison_of
+
+SUSPECTS = {1: "an index outside the array", 2: "a load of never-written memory",
+            3: "two threads' accesses not ordered by a barrier", 4: "an integer division by zero",
+            5: "a barrier or warp intrinsic not reached by every thread alike",
+            6: "a loop running away after a suspect access"}
+OUTSIDE, POISON, CONFLICT, DIVIDE, DIVERGENT, RUNAWAY = 1, 2, 3, 4, 5, 6
+MANY = -1           # more than one reader (``rt``), or readers of several blocks (``rb``)
+ATOMIC_MIXED = -(2 ** 62)  # ``wt`` of an element updated atomically by several blocks
+GLOBAL, SHARED, LOCAL = 0, 1, 2
+
+# the thread context ``c`` every compiled function receives
+(TX, TY, TZ, BX, BY, BZ, BDX, BDY, BDZ, GDX, GDY, GDZ, THREAD, EPOCH, NTHREADS, BLOCK) = range(16)
+
+Buf = namedtuple("Buf", "data bits pois wt we rt re rb meta")
+"""An array as compiled code sees it. ``meta``: [poison recognisable (0/1), space]."""
+
+
+def _bits_of(data):
+    kind, udt, bits, _ = poison_of(data.dtype)
+    if kind:
+        return data.view(udt), np.array([bits], udt), 1
+    return np.zeros(data.shape, np.uint8), np.zeros(1, np.uint8), 0
+
+
+def make_buf(data, space=GLOBAL):
+    """The :class:`Buf` of a NumPy array (fresh, empty shadows)."""
+    bits, pois, recognisable = _bits_of(data)
+    return shadowed(data, bits, pois, recognisable, space)
+
+
+@njit(cache=False)
+def shadowed(data, bits, pois, recognisable, space):
+    """A :class:`Buf` with fresh shadows."""
+    shape = data.shape
+    return Buf(data, bits, pois, np.zeros(shape, np.int64), np.zeros(shape, np.int32),
+               np.zeros(shape, np.int64), np.zeros(shape, np.int32), np.zeros(shape, np.int32),
+               np.array([recognisable, space], np.int64))
+
+
+@njit(cache=False)
+def poisoned(data, bits, pois, recognisable, space):
+    """A :class:`Buf` of fresh memory (shared, or every thread's local arrays), poisoned."""
+    if recognisable:
+        bits.fill(pois[0])
+    return shadowed(data, bits, pois, recognisable, space)
+
+
+@njit(cache=False)
+def local_row(s, t, reset):
+    """Thread ``t``'s local array in the block's storage ``s`` (poisoned again if ``reset``:
+    the kernel allocates it there)."""
+    if reset and s.meta[0]:
+        s.bits[t].fill(s.pois[0])
+    return Buf(s.data[t], s.bits[t], s.pois, s.wt[t], s.we[t], s.rt[t], s.re[t], s.rb[t], s.meta)
+
+
+def poison_spec(dtype):
+    """(bits dtype, poison bits as a 1-element array, recognisable) of fresh ``dtype`` memory."""
+    kind, udt, bits, _ = poison_of(dtype)
+    if kind:
+        return np.dtype(udt), np.array([bits], udt), 1
+    return np.dtype(np.uint8), np.zeros(1, np.uint8), 0
+
+
+# ----------------------------------------------------------------------------- shadows
+
+
+@njit(cache=False)
+def _conflicts(other, other_epoch, c):
+    """Thread ``other`` (> 0) accessed the element at ``other_epoch``: unordered with ``c``'s?"""
+    if other == c[THREAD]:
+        return False
+    return (other - 1) // c[NTHREADS] != c[BLOCK] or other_epoch == c[EPOCH]
+
+
+@njit(cache=False)
+def _readers_conflict(x, p, c):
+    r = x.rt[p]
+    if r == 0 or r == c[THREAD]:
+        return False
+    if r == MANY:
+        return x.rb[p] != c[BLOCK] or x.re[p] == c[EPOCH]
+    return _conflicts(r, x.re[p], c)
+
+
+@njit(cache=False)
+def _atomic_conflicts(w, epoch, c):
+    """``w`` < 0: the element was updated atomically (by block -w-1, or by several)."""
+    return w == ATOMIC_MIXED or -w - 1 != c[BLOCK] or epoch == c[EPOCH]
+
+
+@njit(cache=False)
+def observe_load(x, p, c, F):
+    w = x.wt[p]
+    if w > 0 and _conflicts(w, x.we[p], c) or w < 0 and _atomic_conflicts(w, x.we[p], c):
+        F[0] = CONFLICT
+    r = x.rt[p]
+    if r == 0 or r == c[THREAD]:
+        x.rt[p] = c[THREAD]
+        x.rb[p] = c[BLOCK]
+    else:
+        x.rt[p] = MANY
+        if x.rb[p] != c[BLOCK]:
+            x.rb[p] = MANY
+    x.re[p] = c[EPOCH]
+
+
+@njit(cache=False)
+def observe_store(x, p, c, F):
+    w = x.wt[p]
+    if w > 0 and _conflicts(w, x.we[p], c) or w < 0 and _atomic_conflicts(w, x.we[p], c) \
+            or _readers_conflict(x, p, c):
+        F[0] = CONFLICT
+    x.wt[p] = c[THREAD]
+    x.we[p] = c[EPOCH]
+
+
+@njit(cache=False)
+def observe_atomic(x, p, c, F):
+    w = x.wt[p]
+    if w > 0 and _conflicts(w, x.we[p], c) or _readers_conflict(x, p, c):
+        F[0] = CONFLICT
+    if w == 0 or w > 0 or w == -c[BLOCK] - 1:
+        x.wt[p] = -c[BLOCK] - 1
+    else:
+        x.wt[p] = ATOMIC_MIXED
+    x.we[p] = c[EPOCH]
+
+
+# ----------------------------------------------------------------------------- the stubs
+# Compiled kernels call these; Numba picks the implementation by the argument types (a Buf or
+# a plain array or tuple: a constant array, a shape).
+
+
+def load(x, idx, c, F):
+    """``x[idx]`` (``idx`` a tuple of integers)."""
+
+
+def store(x, idx, v, c, F):
+    """``x[idx] = v``."""
+
+
+def atomic_cas(x, idx, old, v, c, F):
+    """``cuda.atomic.compare_and_swap`` / ``cas``: the old value."""
+
+
+def shape_of(x):
+    """``x.shape``."""
+
+
+def size_of(x):
+    """``x.size``."""
+
+
+def ndim_of(x):
+    """``x.ndim``."""
+
+
+def len_of(x):
+    """``len(x)``."""
+
+
+def _is_buf(x):
+    return isinstance(x, types.NamedTuple) and x.instance_class is Buf
+
+
+def _index_code(nd, name):
+    """Source lines that bounds-check ``idx`` against ``{name}.shape`` into tuple ``p``."""
+    lines = [f"    i{k} = idx[{k}]\n    if i{k} < 0 or i{k} >= {name}.shape[{k}]:\n"
+             f"        F[0] = {OUTSIDE}\n        return _outside({name})" for k in range(nd)]
+    ks = ", ".join(f"i{k}" for k in range(nd))
+    return "\n".join(lines) + f"\n    p = ({ks},)\n"
+
+
+@njit(cache=False)
+def _zero_of(a):
+    return np.zeros(1, a.dtype)[0]
+
+
+def _outside(a):
+    """What a suspect access gives: 0 of the array's type."""
+
+
+@overload(_outside)
+def _outside_ov(a):
+    if isinstance(a, types.Array):
+        return lambda a: _zero_of(a)
+    return lambda a: a[0]
+
+
+def _compile(src, name, extra=None):
+    ns = {"_outside": _outside, "observe_load": observe_load, "observe_store": observe_store,
+          "observe_atomic": observe_atomic, "LOCAL": LOCAL, "np": np, **(extra or {})}
+    exec(compile(src, f"<minigpu.fastmem.{name}>", "exec"), ns)
+    return ns[name]
+
+
+def _unwrap(idx):
+    """``a[t]`` with ``t`` a tuple of indices arrives as ``((i, j),)``."""
+    if isinstance(idx, types.BaseTuple) and len(idx) == 1 and \
+            isinstance(idx[0], types.BaseTuple):
+        return idx[0]
+    return idx
+
+
+def _check_index(idx, nd):
+    idx = _unwrap(idx)
+    if not isinstance(idx, types.BaseTuple) or len(idx) != nd or \
+            not all(isinstance(t, (types.Integer, types.Boolean)) for t in idx):
+        raise TypeError(f"the compiled path indexes a {nd}-d array only with {nd} integers, "
+                        f"not {idx}")
+
+
+@overload(load)
+def _load_ov(x, idx, c, F):
+    if _is_buf(x):
+        nd = x[0].ndim
+        _check_index(idx, nd)
+        unwrap = "    idx = idx[0]\n" if _unwrap(idx) is not idx else ""
+        src = (f"def impl(x, idx, c, F):\n{unwrap}{_index_code(nd, 'x.data')}"
+               f"    if x.meta[0] and x.bits[p] == x.pois[0]:\n        F[0] = {2}\n"
+               f"    if x.meta[1] != LOCAL:\n        observe_load(x, p, c, F)\n"
+               f"    return x.data[p]\n")
+        return _compile(src, "impl")
+    if isinstance(x, types.Array):
+        _check_index(idx, x.ndim)
+        unwrap = "    idx = idx[0]\n" if _unwrap(idx) is not idx else ""
+        src = f"def impl(x, idx, c, F):\n{unwrap}{_index_code(x.ndim, 'x')}    return x[p]\n"
+        return _compile(src, "impl")
+    if isinstance(x, types.BaseTuple):
+        return lambda x, idx, c, F: x[idx[0]]
+
+
+@overload(store)
+def _store_ov(x, idx, v, c, F):
+    if _is_buf(x):
+        nd = x[0].ndim
+        _check_index(idx, nd)
+        unwrap = "    idx = idx[0]\n" if _unwrap(idx) is not idx else ""
+        src = (f"def impl(x, idx, v, c, F):\n{unwrap}"
+               + _index_code(nd, "x.data").replace("return _outside(x.data)", "return")
+               + "    if x.meta[1] != LOCAL:\n        observe_store(x, p, c, F)\n"
+               "    x.data[p] = v\n")
+        return _compile(src, "impl")
+
+
+
+
+_ATOMIC_UPDATES = {
+    "add": "old + v", "sub": "old - v", "max": "max(old, v)", "min": "min(old, v)",
+    "exch": "v", "and_": "old & v", "or_": "old | v", "xor": "old ^ v",
+    "inc": "0 if old >= v else old + 1", "dec": "v if old == 0 or old > v else old - 1",
+    "nanmax": "v if old != old else (old if v != v else max(old, v))",
+    "nanmin": "v if old != old else (old if v != v else min(old, v))",
+}
+
+
+def _atomic_overload(update):
+    def stub(x, idx, v, c, F):
+        """``cuda.atomic.<op>(x, idx, v)``: the old value."""
+
+    @overload(stub)
+    def ov(x, idx, v, c, F):
+        if _is_buf(x):
+            nd = x[0].ndim
+            _check_index(idx, nd)
+            unwrap = "    idx = idx[0]\n" if _unwrap(idx) is not idx else ""
+            src = (f"def impl(x, idx, v, c, F):\n{unwrap}{_index_code(nd, 'x.data')}"
+                   f"    old = x.data[p]\n"
+                   f"    if x.meta[0] and x.bits[p] == x.pois[0]:\n        F[0] = {POISON}\n"
+                   f"    if x.meta[1] != LOCAL:\n        observe_atomic(x, p, c, F)\n"
+                   f"    x.data[p] = {update}\n    return old\n")
+            return _compile(src, "impl")
+    return stub
+
+
+ATOMICS = {name: _atomic_overload(update) for name, update in _ATOMIC_UPDATES.items()}
+"""``cuda.atomic.<name>`` -> its compiled stand-in."""
+
+
+@overload(atomic_cas)
+def _atomic_cas_ov(x, idx, old, v, c, F):
+    if _is_buf(x):
+        nd = x[0].ndim
+        _check_index(idx, nd)
+        unwrap = "    idx = idx[0]\n" if _unwrap(idx) is not idx else ""
+        src = (f"def impl(x, idx, old, v, c, F):\n{unwrap}{_index_code(nd, 'x.data')}"
+               f"    cur = x.data[p]\n"
+               f"    if x.meta[0] and x.bits[p] == x.pois[0]:\n        F[0] = {POISON}\n"
+               f"    if x.meta[1] != LOCAL:\n        observe_atomic(x, p, c, F)\n"
+               f"    if cur == old:\n        x.data[p] = v\n    return cur\n")
+        return _compile(src, "impl")
+
+
+def _attr_overload(stub, attr):
+    @overload(stub)
+    def ov(x):
+        if _is_buf(x):
+            return _compile(f"def impl(x):\n    return x.data.{attr}\n", "impl")
+        return _compile(f"def impl(x):\n    return x.{attr}\n", "impl")
+    return ov
+
+
+_attr_overload(shape_of, "shape")
+_attr_overload(size_of, "size")
+_attr_overload(ndim_of, "ndim")
+
+
+@overload(len_of)
+def _len_ov(x):
+    if _is_buf(x):
+        return lambda x: len(x.data)
+    return lambda x: len(x)
+
+
+def _divide_overload(expr):
+    def stub(a, b, F):
+        """``a op b``: an integer divisor of zero is suspect."""
+
+    @overload(stub)
+    def ov(a, b, F):
+        if isinstance(b, (types.Integer, types.Boolean)) and \
+                isinstance(a, (types.Integer, types.Boolean)):
+            return _compile(f"def impl(a, b, F):\n    if b == 0:\n        F[0] = {DIVIDE}\n"
+                            f"        return {expr.replace('b', '1')}\n    return {expr}\n",
+                            "impl")
+        return _compile(f"def impl(a, b, F):\n    return {expr}\n", "impl")
+    return stub
+
+
+DIVISIONS = {"Div": _divide_overload("a / b"), "FloorDiv": _divide_overload("a // b"),
+             "Mod": _divide_overload("a % b")}
+"""The AST operator name -> its compiled stand-in."""
