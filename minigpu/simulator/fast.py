@@ -36,7 +36,7 @@ import itertools
 import time
 
 import numpy as np
-from numba import njit, types
+from numba import njit, typeof, types
 from numba.core import compiler, typed_passes
 from numba.core.errors import NumbaError
 from numba.core.registry import cpu_target
@@ -63,10 +63,18 @@ _AXES = {"x": 0, "y": 1, "z": 2}
 _CTX = {"threadIdx": TX, "blockIdx": BX, "blockDim": BDX, "gridDim": GDX}
 
 
+_cuda = None          # the numba.cuda module, set by bind()
+_kernel_class = None  # the simulator's FakeCUDAKernel, set by bind()
+
+
+def bind(cuda, kernel_class):
+    """``install()`` tells this module what ``numba.cuda`` and a simulated kernel are."""
+    global _cuda, _kernel_class
+    _cuda, _kernel_class = cuda, kernel_class
+
+
 def _is_cuda(node, ns):
-    from . import launch
-    return isinstance(node, ast.Name) and ns.get(node.id, None) is launch._cuda \
-        and launch._cuda is not None
+    return _cuda is not None and isinstance(node, ast.Name) and ns.get(node.id, None) is _cuda
 
 
 def _cuda_path(node, ns):
@@ -304,9 +312,7 @@ class Rewrite(ast.NodeTransformer):
 
 
 def _is_device_function(obj):
-    from . import launch
-    return launch._sim is not None and isinstance(obj, launch._sim[0].FakeCUDAKernel) \
-        and obj._device
+    return _kernel_class is not None and isinstance(obj, _kernel_class) and obj._device
 
 
 def _namespace(fn):
@@ -560,7 +566,6 @@ class KernelCompiler:
         for n in sorted(rw.local):
             samples.append(fastmem.make_buf(np.zeros((1,) + rw.local[n][0], rw.local[n][1]),
                                             LOCAL))
-        from numba import typeof
         argtypes = tuple(typeof(s) for s in samples)
         ns["__BARRIER"] = njit(_barrier)
         func_ir = compiler.run_frontend(ns["__whole"])

@@ -282,22 +282,29 @@ _ATOMIC_UPDATES = {
 }
 
 
+def _atomic_impl(x, idx, params, finish):
+    """An atomic's implementation on a Buf: check the index, read the element ``cur``
+    (poison suspected), record the atomic access, then ``finish`` (source lines)."""
+    if not _is_buf(x):
+        return None
+    nd = x[0].ndim
+    _check_index(idx, nd)
+    unwrap = "    idx = idx[0]\n" if _unwrap(idx) is not idx else ""
+    src = (f"def impl({params}):\n{unwrap}{_index_code(nd, 'x.data')}"
+           f"    cur = x.data[p]\n"
+           f"    if x.meta[0] and x.bits[p] == x.pois[0]:\n        F[0] = {POISON}\n"
+           f"    if x.meta[1] != LOCAL:\n        observe_atomic(x, p, c, F)\n{finish}")
+    return _compile(src, "impl")
+
+
 def _atomic_overload(update):
     def stub(x, idx, v, c, F):
         """``cuda.atomic.<op>(x, idx, v)``: the old value."""
 
     @overload(stub)
     def ov(x, idx, v, c, F):
-        if _is_buf(x):
-            nd = x[0].ndim
-            _check_index(idx, nd)
-            unwrap = "    idx = idx[0]\n" if _unwrap(idx) is not idx else ""
-            src = (f"def impl(x, idx, v, c, F):\n{unwrap}{_index_code(nd, 'x.data')}"
-                   f"    old = x.data[p]\n"
-                   f"    if x.meta[0] and x.bits[p] == x.pois[0]:\n        F[0] = {POISON}\n"
-                   f"    if x.meta[1] != LOCAL:\n        observe_atomic(x, p, c, F)\n"
-                   f"    x.data[p] = {update}\n    return old\n")
-            return _compile(src, "impl")
+        return _atomic_impl(x, idx, "x, idx, v, c, F",
+                            f"    old = cur\n    x.data[p] = {update}\n    return old\n")
     return stub
 
 
@@ -307,16 +314,8 @@ ATOMICS = {name: _atomic_overload(update) for name, update in _ATOMIC_UPDATES.it
 
 @overload(atomic_cas)
 def _atomic_cas_ov(x, idx, old, v, c, F):
-    if _is_buf(x):
-        nd = x[0].ndim
-        _check_index(idx, nd)
-        unwrap = "    idx = idx[0]\n" if _unwrap(idx) is not idx else ""
-        src = (f"def impl(x, idx, old, v, c, F):\n{unwrap}{_index_code(nd, 'x.data')}"
-               f"    cur = x.data[p]\n"
-               f"    if x.meta[0] and x.bits[p] == x.pois[0]:\n        F[0] = {POISON}\n"
-               f"    if x.meta[1] != LOCAL:\n        observe_atomic(x, p, c, F)\n"
-               f"    if cur == old:\n        x.data[p] = v\n    return cur\n")
-        return _compile(src, "impl")
+    return _atomic_impl(x, idx, "x, idx, old, v, c, F",
+                        "    if cur == old:\n        x.data[p] = v\n    return cur\n")
 
 
 def _attr_overload(stub, attr):
