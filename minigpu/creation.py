@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import numbers
+import warnings
 
 import numpy as np
 
 from . import backends
 from .random import default_generator
-from .tensor import Device, Tensor, _check_dtype, float32, int64
+from .tensor import _DTYPES, Device, Tensor, _check_dtype, float32, int64
 
 
 def _shape(size):
@@ -39,14 +40,51 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
 
 
 def as_tensor(data, dtype=None, device=None):
-    if isinstance(data, Tensor) and dtype in (None, data.dtype) and (
+    """``data`` itself when it already is a tensor of that dtype and device; a cpu tensor
+    sharing a NumPy array's memory when no conversion is asked for (as ``torch.as_tensor``);
+    otherwise a copy."""
+    dtype = _check_dtype(dtype)
+    if isinstance(data, Tensor) and (dtype is None or dtype == data.dtype) and (
             device is None or Device(device) == data.device):
         return data
+    if (isinstance(data, np.ndarray) and (dtype is None or dtype == data.dtype)
+            and data.dtype in _DTYPES and (device is None or Device(device).type == "cpu")):
+        return from_numpy(data)
     return tensor(data, dtype, device)
 
 
+_NUMPY_KINDS = ("float64, float32, float16, int64, int32, int16, int8, uint8 and bool "
+                "(minigpu keeps float32, float64, int64 and bool, and widens the others)")
+
+
 def from_numpy(array):
-    return Tensor._from_array(np.asarray(array), "cpu")
+    """A cpu tensor on ``array``'s memory, as ``torch.from_numpy``: a write through either is
+    seen by the other (a write through NumPy is invisible to autograd, as in PyTorch).
+
+    Dtypes minigpu does not have yet (uint8, int8, int16, int32, float16) are widened to
+    int64 / float32, which copies."""
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"expected np.ndarray (got {type(array).__name__})")
+    if array.dtype.kind not in "fiub":
+        raise TypeError(f"can't convert np.ndarray of type numpy.{array.dtype.type.__name__}. "
+                        f"The only supported types are: {_NUMPY_KINDS}.")
+    if any(s < 0 for s in array.strides):
+        raise ValueError("At least one stride in the given numpy array is negative, and "
+                         "tensors with negative strides are not currently supported. (You can "
+                         "probably work around this by making a copy of your array with "
+                         "array.copy().)")
+    item = array.itemsize
+    if (array.dtype not in _DTYPES or not array.flags.writeable
+            or any(s % item for s in array.strides)):
+        if not array.flags.writeable:
+            warnings.warn("The given NumPy array is not writable, and minigpu does not support "
+                          "non-writable tensors: the tensor is a copy of it.", UserWarning,
+                          stacklevel=2)
+        return Tensor._from_array(array, "cpu")
+    strides = tuple(s // item for s in array.strides)
+    span = 1 + sum((n - 1) * s for n, s in zip(array.shape, strides)) if array.size else 0
+    buf = np.lib.stride_tricks.as_strided(array, shape=(span,), strides=(item,))
+    return Tensor(buf, array.shape, strides, 0, "cpu")
 
 
 def full(size, fill_value, dtype=None, device=None, requires_grad=False):

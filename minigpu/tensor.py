@@ -370,11 +370,15 @@ class Tensor(TensorMethods):
         return (self.dtype if dtype is None else dtype,
                 self.device if device is None else device)
 
-    def numpy(self) -> np.ndarray:
-        """A host copy as a NumPy array (waits for queued device work)."""
-        if self.requires_grad:
+    def numpy(self, *, force=False) -> np.ndarray:
+        """The tensor as a NumPy array: on cpu, a view of the tensor's memory (writes are seen
+        both ways, as in PyTorch); on cuda, a host copy (waits for queued device work).
+        ``force=True`` also detaches."""
+        if self.requires_grad and not force:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
                                "Use tensor.detach().numpy() instead.")
+        if self.device.type == "cpu":
+            return backends.get("cpu").array(self._view())
         return self.backend.to_numpy(self._view())
 
     # --- interop: DLPack, __cuda_array_interface__, data_ptr (see interop.py) ---------------
@@ -419,7 +423,9 @@ class Tensor(TensorMethods):
 
     def __array__(self, dtype=None, copy=None):
         a = self.detach().numpy()
-        return a if dtype is None else a.astype(dtype)
+        if dtype is not None and np.dtype(dtype) != a.dtype:
+            return a.astype(dtype)
+        return a.copy() if copy else a
 
     def __repr__(self):
         body = np.array2string(self.detach().numpy(), separator=", ", precision=4,

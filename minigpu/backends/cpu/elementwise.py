@@ -10,6 +10,7 @@ from .memory import array, dense_flat, flat, fresh, repeated_value
 
 _UNARY = {op.name: op.numpy for op in optable.UNARY}
 _BINARY = {op.name: op.numpy for op in optable.BINARY}
+_INTEGER_DIVISIONS = ("floor_divide", "remainder")
 
 # The maps run with NumPy's floating-point warnings off: inf and nan are results, as in
 # PyTorch. ``with np.errstate(all="ignore")`` rebuilds its error-state object on every entry
@@ -64,6 +65,8 @@ def binary(op, x, y, alpha=0.0, beta=0.0):
             b = repeated_value(y)
     if a is None or b is None:
         a, b = array(x), array(y)
+    if op in _INTEGER_DIVISIONS and a.dtype.kind in "iu" and not b.all():
+        raise RuntimeError("ZeroDivisionError")  # PyTorch's cpu message (NumPy would give 0)
     if alpha or beta:
         alpha, beta = _scalar(alpha, a.dtype), _scalar(beta, a.dtype)
     out = _quietly(_BINARY[op], a, b, alpha, beta)
