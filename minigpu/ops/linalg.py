@@ -65,13 +65,18 @@ class MatMul(Function):
         m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
         va = _batched_operand(a, batch + (m, k))
         vb = _batched_operand(b, batch + (k, n))
-        self.save_for_backward(a, b)
+        # As PyTorch: each operand is saved only for the other's gradient, so changing a weight
+        # in place (opt.step()) between two backwards is no error when the input needs none.
+        needs_a, needs_b = self.needs_input_grad
+        self.save_for_backward(a if needs_b else None, b if needs_a else None)
+        self.shapes = a.shape, b.shape
         return Tensor._result(a.backend.matmul(va, vb), batch + (m, n), a.device)
 
     def backward(self, g):
         a, b = self.saved_tensors
-        ga = sum_to(g @ b.mT, a.shape) if self.needs_input_grad[0] else None
-        gb = sum_to(a.mT @ g, b.shape) if self.needs_input_grad[1] else None
+        a_shape, b_shape = self.shapes
+        ga = sum_to(g @ b.mT, a_shape) if self.needs_input_grad[0] else None
+        gb = sum_to(a.mT @ g, b_shape) if self.needs_input_grad[1] else None
         return ga, gb
 
 
@@ -87,15 +92,18 @@ class Addmm(Function):
         product = backend.matmul(_matrix(x), _matrix_t(weight))
         out = backend.binary("add", View(product, (rows, cols), (cols, 1), 0),
                              View(bias._buf, (rows, cols), (0, bias._strides[0]), bias._offset))
-        self.save_for_backward(x, weight)
+        needs_x, needs_w = self.needs_input_grad[:2]
+        self.save_for_backward(x if needs_w else None, weight if needs_x else None)
+        self.shapes = x.shape, weight.shape
         return Tensor._result(out, (rows, cols), x.device)
 
     def backward(self, g):
         x, weight = self.saved_tensors
         backend, needs = g.backend, self.needs_input_grad
-        gx = (Tensor._result(backend.matmul(_matrix(g), _matrix(weight)), x.shape, g.device)
+        x_shape, weight_shape = self.shapes
+        gx = (Tensor._result(backend.matmul(_matrix(g), _matrix(weight)), x_shape, g.device)
               if needs[0] else None)
-        gw = (Tensor._result(backend.matmul(_matrix_t(g), _matrix(x)), weight.shape, g.device)
+        gw = (Tensor._result(backend.matmul(_matrix_t(g), _matrix(x)), weight_shape, g.device)
               if needs[1] else None)
         gb = (Tensor._result(backend.reduce("sum", g._view(), (0,)), (g.shape[1],), g.device)
               if needs[2] else None)
