@@ -14,7 +14,7 @@ if _os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":  # kernels will run on Numba'
 
     _install()
 
-from . import (accelerator, backends, cuda, datasets, nn, onnx, optim, profiler, serialization,
+from . import (accelerator, amp, backends, cuda, datasets, nn, onnx, optim, profiler, serialization,
                utils)
 from .autograd import (Function, enable_grad, inference_mode, is_grad_enabled, no_grad,
                        set_grad_enabled)

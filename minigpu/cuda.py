@@ -1,6 +1,7 @@
 """``minigpu.cuda``: device queries and synchronisation, shaped like ``torch.cuda``."""
 from __future__ import annotations
 
+from . import amp  # noqa: F401  (torch.cuda.amp.GradScaler, the older spelling)
 from .simulator.errors import (LaunchConfigError, OutOfBoundsError, RaceError,  # noqa: F401
                                SimulatorError, SyncError, UninitializedReadError)
 
