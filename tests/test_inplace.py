@@ -21,7 +21,8 @@ VIEW_OF_LEAF = "a view of a leaf Variable that requires grad is being used in an
 
 
 def host(t):
-    return t.detach().cpu().numpy()
+    """A snapshot of ``t`` (a copy: a cpu tensor's ``numpy()`` shares its memory, as in torch)."""
+    return t.detach().cpu().numpy().copy()
 
 
 # --- version counters -------------------------------------------------------------------------
@@ -57,6 +58,8 @@ def test_modified_saved_input_raises_pytorch_error(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_optimizer_step_between_forward_and_backward_raises(device):
+    """As in torch: Linear saves its weight only for the input's gradient, so a step between
+    forward and backward is an error only when the input needs a gradient."""
     mg.manual_seed(0)
     lin = nn.Linear(3, 2).to(device)
     opt = mg.optim.SGD(lin.parameters(), lr=0.1)
@@ -64,6 +67,10 @@ def test_optimizer_step_between_forward_and_backward_raises(device):
     loss.backward()
     opt.step()  # fine: backward already ran
     loss = lin(mg.randn(4, 3, device=device)).pow(2).sum()
+    opt.step()
+    loss.backward()  # fine: the weight was not saved (the input needs no gradient)
+    x = mg.randn(4, 3, device=device, requires_grad=True)
+    loss = lin(x).pow(2).sum()
     opt.step()
     with pytest.raises(RuntimeError, match=MODIFIED + r".*is at version \d+; expected version"):
         loss.backward()

@@ -214,7 +214,7 @@ def check_round_trip(name, kwargs):
     assert set(sd) == {"state", "param_groups"} and sorted(sd["state"]) == [0, 1, 2, 3]
     assert sd["param_groups"][0]["params"] == [0, 1, 2, 3]
     # state_dict() holds references (as in PyTorch): snapshot before training on.
-    model_sd = {k: v.numpy() for k, v in model.state_dict().items()}
+    model_sd = {k: v.numpy().copy() for k, v in model.state_dict().items()}  # numpy() shares
     opt_sd = {"state": {i: {k: mg.tensor(v.numpy(), dtype=v.dtype) for k, v in s.items()}
                         for i, s in sd["state"].items()},
               "param_groups": sd["param_groups"]}
