@@ -10,8 +10,7 @@ b)`` in ``backends/cuda/elementwise.py``. Everything else derives from this tabl
 - the cuda backend's op tables (``backends/cuda/elementwise.py``, one device function per op);
 - the differentiable ops (``ops/elementwise.py``: one ``Function`` per op with a derivative,
   one gradient rule for every binary op) and, for ``method=True``, the ``minigpu.<name>``
-  function and the ``Tensor.<name>`` method (``minigpu/tensor_methods.py``, generated with
-  ``python -m minigpu.tools.gen_tensor_methods``).
+  function and the ``Tensor.<name>`` method (registered by ``ops/elementwise.py``).
 
 Adding an op: one entry here and its device function. ``a`` and ``b`` are the scalar
 parameters alpha and beta of the primitive call. Derivatives are functions of the upstream
