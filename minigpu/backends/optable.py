@@ -12,7 +12,9 @@ b)`` in ``backends/cuda/elementwise.py``. Everything else derives from this tabl
   one gradient rule for every binary op) and, for ``method=True``, the ``minigpu.<name>``
   function and the ``Tensor.<name>`` method (registered by ``ops/elementwise.py``).
 
-Adding an op: one entry here and its device function. ``a`` and ``b`` are the scalar
+Adding an op: one entry here, with its ``scalar`` form (the cuda device function compiled
+from it) or a hand-written device function in ``backends/cuda/elementwise.py``. ``a`` and
+``b`` are the scalar
 parameters alpha and beta of the primitive call. Derivatives are functions of the upstream
 gradient ``g``, the input(s) and, for unary ops, the output ``y``; they run on Tensors under
 ``no_grad``. ``fused(op, saved)`` differentiates with one fused backward map instead.
@@ -105,6 +107,11 @@ class Op(NamedTuple):
                              # (g, x, y) -> dy); None: no gradient flows through it
     bool_result: bool = False  # comparisons: the output is bool
     method: bool = False     # a public ``minigpu.<name>(x)`` function and ``Tensor.<name>()``
+    F: bool = False          # a public ``minigpu.nn.functional.<name>(x)`` function
+    module: str = None       # the name of its ``minigpu.nn`` layer (for the op index)
+    scalar: Callable = None  # the op on one element, (x, a, b) -> y: compiled as the cuda device
+                             # function when ``backends/cuda/elementwise.py`` writes none (float32
+                             # constants as ``np.float32(c)``, math functions from ``math``)
     float_input: bool = True  # integer tensors become float32 first (``exp(int)`` is float)
     saves: str = "xy"        # which of the input(s) x (and y) / output y the derivative reads:
                              # only those are saved for backward, so only an in-place change
@@ -123,11 +130,12 @@ UNARY = (
     Op("square", "x * x", lambda x, a, b: x * x, lambda g, x, y, a, b: g * x * 2,
        method=True, float_input=False, saves="x"),
     Op("tanh", "tanh(x)", lambda x, a, b: np.tanh(x), fused("tanh_grad", "y"), method=True,
-       saves="y"),
+       module="Tanh", saves="y"),
     Op("sigmoid", "1 / (1 + exp(-x)), computed without overflow for large |x|",
-       lambda x, a, b: sigmoid(x), fused("sigmoid_grad", "y"), method=True, saves="y"),
+       lambda x, a, b: sigmoid(x), fused("sigmoid_grad", "y"), method=True, module="Sigmoid",
+       saves="y"),
     Op("relu", "max(x, 0)", lambda x, a, b: np.maximum(x, 0), fused("relu_grad", "y"),
-       method=True, float_input=False, saves="y"),  # y > 0 exactly where x > 0
+       method=True, module="ReLU", float_input=False, saves="y"),  # y > 0 exactly where x > 0
     Op("leaky_relu", "x if x > 0 else a*x", lambda x, a, b: np.where(x > 0, x, a * x),
        fused("leaky_relu_grad", "x"), saves="x"),
     Op("abs", "|x|", lambda x, a, b: np.abs(x), lambda g, x, y, a, b: g * x.sign(),

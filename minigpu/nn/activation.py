@@ -51,3 +51,8 @@ class ELU(Module):
 
     def extra_repr(self):
         return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
+
+
+__all__ = [name for name, value in list(globals().items())
+           if isinstance(value, type) and issubclass(value, Module) and value.__module__ == __name__]
+"""Every layer defined here (``minigpu.nn`` imports them all)."""

@@ -102,7 +102,7 @@ Add, Sub, Mul, Div, Pow = (BINARY_FUNCTIONS[n] for n in ("add", "sub", "mul", "d
 
 
 def _table_function(op, binary):
-    """``minigpu.<name>`` for a table op with ``method=True``."""
+    """``minigpu.<name>`` for a table op with ``method=True`` (``F.<name>`` with ``F=True``)."""
     if binary:
         def fn(a, b):
             return BINARY_FUNCTIONS[op.name].apply(*tensor_operands(a, b))
@@ -117,12 +117,15 @@ def _table_function(op, binary):
     return fn
 
 
-TABLE_FUNCTIONS = {op.name: _table_function(op, binary)
-                   for ops, binary in ((optable.UNARY, False), (optable.BINARY, True))
-                   for op in ops if op.method}
+_PUBLIC = {entry.name: (entry, binary)
+           for entries, binary in ((optable.UNARY, False), (optable.BINARY, True))
+           for entry in entries if entry.method or entry.F}
+TABLE_FUNCTIONS = {name: _table_function(entry, binary)
+                   for name, (entry, binary) in _PUBLIC.items()}
 """The public functions the op table defines (``minigpu.exp``, ``minigpu.maximum``, ...)."""
-for _fn in TABLE_FUNCTIONS.values():
-    op(_fn, mg=True)
+for _name, (_entry, _) in _PUBLIC.items():
+    op(TABLE_FUNCTIONS[_name], method=_entry.method, mg=_entry.method, F=_entry.F,
+       module=_entry.module)
 globals().update(TABLE_FUNCTIONS)
 method(TABLE_FUNCTIONS["neg"], "__neg__")
 method(TABLE_FUNCTIONS["floor_divide"], "__floordiv__")

@@ -275,7 +275,7 @@ def amin(x, dim=(), keepdim=False):
     return _extremes(x, "min", dim, keepdim)
 
 
-@op(mg=True)
+@op(mg=True, example=lambda rng: (rng.standard_normal((3, 4)), 1))
 def logsumexp(x, dim, keepdim=False):
     """``log(sum(exp(x), dim))`` computed stably: the maximum is taken out first (and kept
     out of the gradient: d/dx is softmax(x) whatever it is); infinite maxima are left in."""

@@ -14,7 +14,10 @@ Registering an op:
 - puts it in the flat ``minigpu.ops`` namespace, and with ``mg=True`` in ``minigpu``, with
   ``F=True`` in ``minigpu.nn.functional`` (both fill themselves from :func:`exported`);
 - records its in-place variant and its ``nn`` layer (``inplace="add_"``, ``module="ReLU"``),
-  for the op index of the docs and the tests.
+  for the op index (``python -m minigpu.tools.op_index``) and the tests;
+- with ``example=``, a function of a NumPy ``Generator`` returning sample arguments (float
+  arrays become tensors), the op is tested with no test edit (``tests/test_registered_ops.py``:
+  cuda against cpu, float64 gradcheck, against PyTorch's function of the same name).
 
 Nothing else lists ops: a new op is one definition with its ``@op`` line.
 """
@@ -33,6 +36,7 @@ class Entry(NamedTuple):
     F: bool               # exported as minigpu.nn.functional.<name>
     inplace: Optional[str]  # the name of its in-place variant, if any
     module: Optional[str]   # the name of its minigpu.nn layer, if any
+    example: Optional[Callable]  # rng -> sample arguments, for the generic tests
 
 
 OPS: dict = {}
@@ -41,7 +45,8 @@ OPS: dict = {}
 _METHOD_OWNERS: dict = {}
 
 
-def op(fn=None, *, name=None, method=True, mg=False, F=False, inplace=None, module=None):
+def op(fn=None, *, name=None, method=True, mg=False, F=False, inplace=None, module=None,
+       example=None):
     """Register ``fn`` (as a decorator, with or without arguments); returns ``fn`` unchanged.
     ``name`` defaults to ``fn.__name__`` (an alias such as ``clip`` passes its own)."""
     def register(fn):
@@ -58,7 +63,7 @@ def op(fn=None, *, name=None, method=True, mg=False, F=False, inplace=None, modu
                                  f"take it")
             _METHOD_OWNERS[m] = key
             setattr(Tensor, m, fn)
-        OPS[key] = Entry(key, fn, methods, mg, F, inplace, module)
+        OPS[key] = Entry(key, fn, methods, mg, F, inplace, module, example)
         return fn
     return register if fn is None else register(fn)
 
