@@ -103,3 +103,11 @@ def test_table_map_against_torch(entry):
     with np.errstate(invalid="ignore"):
         want = reference(*[torch.from_numpy(a) for a in arrays]).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12, equal_nan=True)
+
+
+@pytest.mark.parametrize("entry", [e for e in PUBLIC_MAPS if e.module], ids=lambda e: e.name)
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_table_layer_calls_the_map(entry, device):
+    x = mg.tensor(np.random.default_rng(0).uniform(-4, 4, (3, 5)), device=device)
+    want = _host(registry.OPS[entry.name].fn(x))
+    np.testing.assert_array_equal(_host(getattr(mg.nn, entry.module)()(x)), want)
