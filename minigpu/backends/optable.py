@@ -90,6 +90,17 @@ def softplus(x, beta, threshold):
         return np.where(z > threshold, x, np.log1p(np.exp(z)) / beta).astype(x.dtype)
 
 
+def hardswish_scalar(x, a, b):
+    """x * relu6(x + 3) / 6 on one element (the cuda device function)."""
+    return x * min(max(x + np.float32(3), np.float32(0)), np.float32(6)) / np.float32(6)
+
+
+def hardswish_grad(g, x, y, a, b):
+    """g * (x / 3 + 1/2) on [-3, 3], g above it, 0 below (PyTorch's one-sided choice at +-3)."""
+    inside = (x >= -3).to(g.dtype) * (x <= 3).to(g.dtype)
+    return g * (inside * (x / 3 + 0.5) + (x > 3).to(g.dtype))
+
+
 def zero_derivative(g, x, y, a, b):
     """The derivative of a piecewise-constant op (floor, sign, ...): zero, like PyTorch."""
     return type(g)._full(g.shape, 0, g.dtype, g.device)
@@ -188,6 +199,8 @@ UNARY = (
        lambda x, a, b: softplus(x, a, b), fused("softplus_grad", "x"), saves="x"),
     Op("elu", "x if x > 0 else a * (exp(x) - 1)  (alpha=a)",
        lambda x, a, b: np.where(x > 0, x, a * np.expm1(x)), fused("elu_grad", "x"), saves="x"),
+    Op("hardswish", "x * min(max(x + 3, 0), 6) / 6", lambda x, a, b: x * np.clip(x + 3, 0, 6) / 6,
+       hardswish_grad, F=True, module="Hardswish", scalar=hardswish_scalar, saves="x"),
 )
 
 BINARY = (

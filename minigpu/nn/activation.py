@@ -1,4 +1,5 @@
-"""Activation modules with PyTorch's names, arguments and reprs: GELU, SiLU, Softplus, ELU."""
+"""Activation modules with PyTorch's names, arguments and reprs: GELU, SiLU, Softplus, ELU,
+Hardswish."""
 from __future__ import annotations
 
 from . import functional as F
@@ -51,6 +52,15 @@ class ELU(Module):
 
     def extra_repr(self):
         return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
+
+
+class Hardswish(Module):
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.hardswish(input)
 
 
 __all__ = [name for name, value in list(globals().items())
