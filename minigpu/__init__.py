@@ -21,24 +21,16 @@ from .autograd import (Function, enable_grad, inference_mode, is_grad_enabled, n
 from .creation import (arange, as_tensor, empty, empty_like, eye, from_numpy, full, full_like,
                        linspace, ones, ones_like, rand, rand_like, randint, randn, randn_like,
                        randperm, tensor, zeros, zeros_like)
-from .ops import (abs, argmax, argmin, bmm, cat, chunk, clamp, clip, exp, flatten,
-                  index_select, log, log_softmax, matmul, max, maximum, mean, min, minimum, mm,
-                  permute, relu, reshape, sigmoid, softmax, split, sqrt, squeeze, stack, std,
-                  sum, tanh, transpose, unsqueeze, var, where)
-from .ops import (ceil, cos, expm1, floor, floor_divide, isinf, isnan, log1p, remainder,
-                  round, sign, sin, trunc)
-from .ops import einsum
 from .interop import from_dlpack
-from .ops import allclose, cumprod, cumsum, gather, masked_select, norm, prod, scatter_add
-from .ops import argsort, sort, topk
-from .ops import amax, amin, dot, flip, logsumexp, nonzero, tril, triu, unique
-from .ops import add, div, masked_fill, mul, neg, pow, rsqrt, square, sub
+from .ops.registry import exported as _exported
 from .random import Generator, default_generator, initial_seed, manual_seed
 from .serialization import load, save
 from .tensor import Device, Size, Tensor, bool_ as bool, device, float32
 from .tensor import float64, int64, long
+from .tensor import channels_last, contiguous_format, memory_format, preserve_format
 from .tensor_types import BoolTensor, DoubleTensor, FloatTensor, LongTensor
-from .tensor_types import channels_last, contiguous_format, memory_format, preserve_format
+
+globals().update(_exported("mg"))  # the ops marked @op(mg=True): minigpu.exp, minigpu.cat, ...
 
 float = float32
 

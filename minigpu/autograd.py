@@ -27,9 +27,14 @@ class _GradMode(threading.local):
 
 _grad_mode = _GradMode()
 
-Tensor = None
-"""The Tensor class, set by ``tensor.py`` once it exists (``tensor.py`` imports this module, so
-this one cannot import it; hot functions read this global instead of importing)."""
+
+class Variable:
+    """The base of ``minigpu.Tensor`` (``tensor.py``, a floor above): what ``Function.apply``
+    and the backward engine check their arguments against. The engine builds the tensors it
+    needs (seed and zero gradients, dense copies) through the static constructors of a tensor
+    it holds (``t._full``, ``t._dense``, ``t._from_array``), so it never imports the class."""
+
+    __slots__ = ()
 
 observers = []
 """Hooks for tools such as ``minigpu.profiler``. Each observer is called as
@@ -171,7 +176,7 @@ class Function:
         ctx = cls()
         recording = _grad_mode.enabled
         if recording:
-            needs = tuple([isinstance(a, Tensor) and a.requires_grad for a in args])
+            needs = tuple([isinstance(a, Variable) and a.requires_grad for a in args])
             _grad_mode.enabled = False  # forward runs with recording off
         else:  # as in PyTorch, nothing needs a gradient while recording is off
             needs = (False,) * len(args)
@@ -199,10 +204,10 @@ class Function:
         results = (outputs,) if single else outputs
         ctx.num_outputs = len(results)
         if ctx.materialize_grads:
-            ctx.output_meta = [(o.shape, o.dtype, o.device) if isinstance(o, Tensor) else None
+            ctx.output_meta = [(o.shape, o.dtype, o.device) if isinstance(o, Variable) else None
                                for o in results]
         for index, out in enumerate(results):
-            if not isinstance(out, Tensor) or id(out) in ctx.non_differentiable:
+            if not isinstance(out, Variable) or id(out) in ctx.non_differentiable:
                 continue
             for a in args:
                 if out is a and id(out) not in ctx._dirty:
@@ -351,9 +356,9 @@ def _initial_gradient(tensor, gradient):
     if gradient is None:
         if tensor.numel() != 1:
             raise RuntimeError("grad can be implicitly created only for scalar outputs")
-        gradient = Tensor._full(tensor.shape, 1.0, tensor.dtype, tensor.device)
-    elif not isinstance(gradient, Tensor):
-        gradient = Tensor._from_array(np.asarray(gradient, dtype=tensor.dtype), tensor.device)
+        gradient = tensor._full(tensor.shape, 1.0, tensor.dtype, tensor.device)
+    elif not isinstance(gradient, Variable):
+        gradient = tensor._from_array(np.asarray(gradient, dtype=tensor.dtype), tensor.device)
     if tuple(gradient.shape) != tuple(tensor.shape):
         raise RuntimeError(f"Mismatch in shape: grad_output[0] has a shape of "
                            f"{tuple(gradient.shape)} and output[0] has a shape of "
@@ -378,7 +383,7 @@ def _walk(tensor, gradient, retain_graph, captured=None):
             raise RuntimeError("Trying to backward through the graph a second time; "
                                "pass retain_graph=True to the first backward call.")
         if node.materialize_grads and any(g is None for g in grads_out):
-            grads_out = [Tensor._full(meta[0], 0, meta[1], meta[2]) if g is None and meta
+            grads_out = [gradient._full(meta[0], 0, meta[1], meta[2]) if g is None and meta
                          else g for g, meta in zip(grads_out, node.output_meta)]
         if node._output_hooks or node._retained:
             _output_hooks(node, grads_out)
@@ -430,10 +435,10 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     if is_grads_batched:
         raise NotImplementedError("autograd.grad(is_grads_batched=True) is not supported by "
                                   "minigpu")
-    outputs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
-    single = isinstance(inputs, Tensor)
+    outputs = [outputs] if isinstance(outputs, Variable) else list(outputs)
+    single = isinstance(inputs, Variable)
     inputs = [inputs] if single else list(inputs)
-    if grad_outputs is None or isinstance(grad_outputs, Tensor):
+    if grad_outputs is None or isinstance(grad_outputs, Variable):
         grad_outputs = [grad_outputs] * len(outputs)
     retain_graph = create_graph if retain_graph is None else retain_graph
     for t in inputs:
@@ -461,7 +466,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                 raise RuntimeError("One of the differentiated Tensors appears to not have been "
                                    "used in the graph. Set allow_unused=True if this is the "
                                    "desired behavior.")
-            g = Tensor._full(t.shape, 0, t.dtype, t.device) if materialize_grads else None
+            g = t._full(t.shape, 0, t.dtype, t.device) if materialize_grads else None
         elif g.dtype != t.dtype:
             g = g.to(t.dtype)
         results.append(g if g is None else _owned(g))
@@ -494,7 +499,7 @@ def _output_hooks(node, grads_out):
 def _owned(grad):
     """A dense copy: a gradient handed to ``.grad`` must not share a buffer that another
     tensor's ``.grad`` (or the graph) also holds, since ``.grad`` may now be changed in place."""
-    return Tensor._dense(grad.backend.contiguous(grad._view()), grad.shape, grad.device)
+    return grad._dense(grad.backend.contiguous(grad._view()), grad.shape, grad.device)
 
 
 def _accumulate_leaf(tensor, grad):
@@ -514,13 +519,16 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0):
     naming the input and the element that disagree.
     """
     rng = np.random.default_rng(seed)
-    hosts = [t.detach().cpu().numpy().astype(np.float64) if isinstance(t, Tensor) else t
+    hosts = [t.detach().cpu().numpy().astype(np.float64) if isinstance(t, Variable) else t
              for t in inputs]
-    wants = [isinstance(t, Tensor) and t.requires_grad for t in inputs]
+    wants = [isinstance(t, Variable) and t.requires_grad for t in inputs]
+    if True not in wants:
+        raise AssertionError("gradcheck: no output requires grad")
+    like = inputs[wants.index(True)]  # builds the float64 cpu inputs (Tensor._from_array)
 
     def build(values):
-        return [Tensor._from_array(v, "cpu", requires_grad=w) if w else
-                (Tensor._from_array(v, "cpu") if isinstance(v, np.ndarray) else v)
+        return [like._from_array(v, "cpu", requires_grad=w) if w else
+                (like._from_array(v, "cpu") if isinstance(v, np.ndarray) else v)
                 for v, w in zip(values, wants)]
 
     def outputs(values):
@@ -542,7 +550,7 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0):
     for o, v in zip(out, projections):
         if not o.requires_grad:
             continue
-        term = (o * Tensor._from_array(v, "cpu")).sum()
+        term = (o * like._from_array(v, "cpu")).sum()
         total = term if total is None else total + term
     if total is None:
         raise AssertionError("gradcheck: no output requires grad")

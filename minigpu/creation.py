@@ -8,6 +8,8 @@ import numpy as np
 
 from . import backends
 from .random import default_generator
+from .ops.inplace import copy_
+from .ops.registry import method
 from .tensor import _DTYPES, Device, Tensor, _check_dtype, float32, int64
 
 
@@ -199,3 +201,48 @@ def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
 
 def eye(n, m=None, dtype=None, device=None, requires_grad=False):
     return Tensor._from_array(np.eye(n, m), _device(device), dtype or float32, requires_grad)
+
+
+# --- Tensor methods that build with the factories (torch's Tensor.new_*, uniform_, normal_) --
+def _new_like(x, dtype, device):
+    return (x.dtype if dtype is None else dtype, x.device if device is None else device)
+
+
+def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
+    return tensor(data, *_new_like(self, dtype, device), requires_grad)
+
+
+def new_full(self, size, fill_value, dtype=None, device=None, requires_grad=False):
+    dtype, device = _new_like(self, dtype, device)
+    return full(size, fill_value, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def new_zeros(self, *size, dtype=None, device=None, requires_grad=False):
+    return new_full(self, _shape(size), 0, dtype=dtype, device=device,
+                    requires_grad=requires_grad)
+
+
+def new_ones(self, *size, dtype=None, device=None, requires_grad=False):
+    return new_full(self, _shape(size), 1, dtype=dtype, device=device,
+                    requires_grad=requires_grad)
+
+
+def new_empty(self, *size, dtype=None, device=None, requires_grad=False):
+    dtype, device = _new_like(self, dtype, device)
+    return empty(*size, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def uniform_(x, a=0.0, b=1.0, generator=None):
+    """Fill x in place with samples of U(a, b)."""
+    return copy_(x, rand(*x.shape, dtype=x.dtype, device=x.device, generator=generator)
+                 * (b - a) + a)
+
+
+def normal_(x, mean=0.0, std=1.0, generator=None):
+    """Fill x in place with samples of N(mean, std**2)."""
+    return copy_(x, randn(*x.shape, dtype=x.dtype, device=x.device, generator=generator)
+                 * std + mean)
+
+
+for _fn in (new_tensor, new_full, new_zeros, new_ones, new_empty, uniform_, normal_):
+    method(_fn, _fn.__name__)

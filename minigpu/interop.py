@@ -22,6 +22,7 @@ import ctypes
 
 import numpy as np
 
+from .ops.registry import method
 from .tensor import Tensor, _check_dtype
 
 KDL_CPU, KDL_CUDA = 1, 2  # DLPack device types
@@ -38,6 +39,8 @@ def _host_array(t: Tensor) -> np.ndarray:
 
 
 def data_ptr(t: Tensor) -> int:
+    """Address of the first element of this view (host address of the simulated buffer under
+    the simulator)."""
     if t.device.type == "cpu" or _simulator():
         return _host_array(t).ctypes.data if t.numel() else 0
     base = t._buf.device_ctypes_pointer.value or 0
@@ -72,7 +75,7 @@ def dlpack_device(t: Tensor) -> tuple:
     return (KDL_CPU, 0) if t.device.type == "cpu" else (KDL_CUDA, 0)
 
 
-def dlpack(t: Tensor, stream=None, max_version=None, dl_device=None, copy=None):
+def dlpack(t: Tensor, *, stream=None, max_version=None, dl_device=None, copy=None):
     if t.requires_grad:
         raise RuntimeError("Can't export tensors that require gradient, use tensor.detach()")
     if t.device.type == "cpu":
@@ -222,3 +225,10 @@ def _wrap_cuda(ext) -> Tensor:
         raise BufferError("from_dlpack: only C-contiguous cuda arrays can be shared; call "
                           ".contiguous() (or the library's equivalent) first")
     return Tensor._dense(arr.reshape(arr.size), arr.shape, "cuda")
+
+
+method(data_ptr, "data_ptr")
+method(property(cuda_array_interface, doc=cuda_array_interface.__doc__),
+       "__cuda_array_interface__")
+method(dlpack, "__dlpack__")
+method(dlpack_device, "__dlpack_device__")

@@ -1,16 +1,20 @@
 """Tensor: a flat device buffer, a strided layout over it, and an autograd node.
 
-Methods and operators only forward to ``ops``; no math happens here.
+No math happens here, and this module imports only downward (``autograd``, ``backends``): the
+op methods and operators (``x.exp()``, ``x + y``, ``x.to(...)``, ``x[i]``) are the op
+functions themselves, set on the class where each op is defined (``ops/registry.py``), and the
+factories and interop above the ops set theirs (``x.new_zeros``, ``x.data_ptr``, ...) the same
+way; ``import minigpu`` imports them all.
 """
 from __future__ import annotations
 
+import numbers
 import weakref
 
 import numpy as np
 
 from . import autograd, backends
 from .backends.contract import View, is_contiguous, numel, row_major_strides
-from .tensor_methods import TensorMethods
 
 float32 = np.dtype(np.float32)
 float64 = np.dtype(np.float64)
@@ -70,6 +74,46 @@ def device(spec) -> Device:
     return Device(spec)
 
 
+class memory_format:
+    """PyTorch's memory formats. minigpu tensors are row-major: ``contiguous_format`` and
+    ``preserve_format`` are accepted wherever PyTorch takes ``memory_format=``;
+    ``channels_last`` (NHWC strides) is refused, naming the feature."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return f"minigpu.{self.name}"
+
+
+contiguous_format, preserve_format = memory_format("contiguous_format"), memory_format(
+    "preserve_format")
+channels_last, channels_last_3d = memory_format("channels_last"), memory_format(
+    "channels_last_3d")
+
+
+def check_memory_format(what, fmt):
+    """Refuse a memory format minigpu does not have (``None`` and the row-major ones pass)."""
+    if fmt is None or fmt is contiguous_format or fmt is preserve_format:
+        return
+    if fmt is channels_last or fmt is channels_last_3d:
+        raise NotImplementedError(f"{what}: memory_format={fmt!r} (channels-last strides) is not "
+                                  f"supported by minigpu: its tensors are row-major; use "
+                                  f"minigpu.contiguous_format")
+    raise TypeError(f"{what}: memory_format must be a minigpu memory format, got {fmt!r}")
+
+
+def normalize_dim(dim, ndim):
+    """A non-negative dim index, with PyTorch's error for out-of-range values."""
+    if type(dim) is not int and not isinstance(dim, (numbers.Integral, np.integer)):
+        raise TypeError(f"dim must be an int, got {type(dim).__name__}")
+    lo, hi = (-ndim, ndim - 1) if ndim else (-1, 0)
+    if not lo <= dim <= hi:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{lo}, {hi}], "
+                         f"but got {dim})")
+    return int(dim) % max(ndim, 1)
+
+
 def _check_dtype(dtype):
     if dtype is None:
         return None
@@ -85,7 +129,7 @@ def _check_dtype(dtype):
     return d
 
 
-class Tensor(TensorMethods):
+class Tensor(autograd.Variable):
     """An n-dimensional array on ``cpu`` or ``cuda`` that can record gradients."""
 
     __array_priority__ = 1000  # numpy scalars defer to Tensor operators
@@ -115,19 +159,21 @@ class Tensor(TensorMethods):
         if requires_grad:
             self.requires_grad_(True)
 
-    # --- construction helpers used by ops and factories ----------------------------------
-    @classmethod
-    def _dense(cls, buf, shape, device):
+    # --- construction helpers used by ops, factories and the backward engine ----------------
+    # Static: they always build a Tensor (never a Parameter), also when called through an
+    # instance, as the backward engine (``autograd.py``, a floor below) does.
+    @staticmethod
+    def _dense(buf, shape, device):
         """A dense tensor of ``shape`` (any sequence of ints) on ``buf`` (what every primitive
         returns); ``device`` may be a string."""
-        return cls._result(buf, shape if type(shape) is Size else Size(map(int, shape)),
-                           device if type(device) is Device else Device(device))
+        return Tensor._result(buf, shape if type(shape) is Size else Size(map(int, shape)),
+                              device if type(device) is Device else Device(device))
 
-    @classmethod
-    def _result(cls, buf, shape, device):
+    @staticmethod
+    def _result(buf, shape, device):
         """``_dense`` for an op's output, without ``__init__``'s conversions: ops pass a tuple
         of ints and a Device (this runs once per op)."""
-        t = object.__new__(cls)
+        t = object.__new__(Tensor)
         t._buf = buf
         t.shape = shape if type(shape) is Size else Size(shape)
         t._strides = row_major_strides(shape)
@@ -136,19 +182,19 @@ class Tensor(TensorMethods):
         t._version_counter = [0]  # shared with every view of the same buffer
         return t
 
-    @classmethod
-    def _from_array(cls, array, device, dtype=None, requires_grad=False):
+    @staticmethod
+    def _from_array(array, device, dtype=None, requires_grad=False):
         a = np.asarray(array, dtype=_check_dtype(dtype))
         if a.dtype not in _DTYPES:
             a = a.astype(float32 if a.dtype.kind == "f" else int64)
         dev = Device(device)
-        t = cls._dense(backends.get(dev.type).from_numpy(a), a.shape, dev)
+        t = Tensor._dense(backends.get(dev.type).from_numpy(a), a.shape, dev)
         return t.requires_grad_(requires_grad) if requires_grad else t
 
-    @classmethod
-    def _full(cls, shape, value, dtype, device):
+    @staticmethod
+    def _full(shape, value, dtype, device):
         dev = device if type(device) is Device else Device(device)  # ops pass a Device
-        return cls._dense(backends.get(dev.type).full(numel(shape), value, dtype), shape, dev)
+        return Tensor._dense(backends.get(dev.type).full(numel(shape), value, dtype), shape, dev)
 
     def _make_view(self, shape, strides, offset):
         """A view of this tensor's buffer: it shares the version counter and the base."""
@@ -185,7 +231,7 @@ class Tensor(TensorMethods):
     def size(self, dim=None):
         if dim is None:
             return self.shape
-        return self.shape[ops.shape.normalize_dim(dim, self.ndim)]
+        return self.shape[normalize_dim(dim, self.ndim)]
 
     def numel(self):
         return numel(self.shape)
@@ -288,32 +334,6 @@ class Tensor(TensorMethods):
         return self
 
     # --- transfer ------------------------------------------------------------------------
-    def to(self, *args, **kwargs):
-        """``to(device)``, ``to(dtype)`` or ``to(device, dtype)``; a no-op returns self (a copy
-        with ``copy=True``). ``non_blocking`` and row-major ``memory_format``s are accepted."""
-        device = kwargs.pop("device", None)
-        dtype = kwargs.pop("dtype", None)
-        kwargs.pop("non_blocking", None)  # device work is queued on the current stream anyway
-        copy = kwargs.pop("copy", False)
-        if "memory_format" in kwargs:
-            from .tensor_types import check_memory_format
-            check_memory_format("to", kwargs.pop("memory_format"))
-        if kwargs:
-            raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
-        for a in args:
-            if isinstance(a, Tensor):
-                device, dtype = a.device, a.dtype
-            elif isinstance(a, (str, Device)):
-                device = a
-            else:
-                dtype = a
-        out = self
-        if dtype is not None and _check_dtype(dtype) != self.dtype:
-            out = ops.elementwise.Cast.apply(out, _check_dtype(dtype))
-        if device is not None and Device(device) != self.device:
-            out = ops.shape.ToDevice.apply(out, Device(device))
-        return ops.clone(out) if copy and out is self else out
-
     def cuda(self):
         return self.to("cuda")
 
@@ -335,41 +355,6 @@ class Tensor(TensorMethods):
     def type_as(self, other):
         return self.to(other.dtype)
 
-    def type(self, dtype=None, non_blocking=False):
-        """``x.type()``: the type string (``"minigpu.FloatTensor"``, ``"minigpu.cuda.
-        LongTensor"``); ``x.type(t)``: ``x`` converted to ``t``, a dtype, a legacy type
-        (``mg.LongTensor``) or a type string (``"torch.cuda.FloatTensor"`` too)."""
-        from . import tensor_types
-        if dtype is None:
-            return tensor_types.type_name(self)
-        dtype, device = tensor_types.parse(dtype)
-        return self.to(dtype) if device is None else self.to(device, dtype)
-
-    # --- new tensors with this tensor's dtype and device (torch's Tensor.new_*) --------------
-    def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
-        return _creation().tensor(data, *self._like(dtype, device), requires_grad)
-
-    def new_zeros(self, *size, dtype=None, device=None, requires_grad=False):
-        return self.new_full(_creation()._shape(size), 0, dtype=dtype, device=device,
-                             requires_grad=requires_grad)
-
-    def new_ones(self, *size, dtype=None, device=None, requires_grad=False):
-        return self.new_full(_creation()._shape(size), 1, dtype=dtype, device=device,
-                             requires_grad=requires_grad)
-
-    def new_empty(self, *size, dtype=None, device=None, requires_grad=False):
-        dtype, device = self._like(dtype, device)
-        return _creation().empty(*size, dtype=dtype, device=device, requires_grad=requires_grad)
-
-    def new_full(self, size, fill_value, dtype=None, device=None, requires_grad=False):
-        dtype, device = self._like(dtype, device)
-        return _creation().full(size, fill_value, dtype=dtype, device=device,
-                                requires_grad=requires_grad)
-
-    def _like(self, dtype, device):
-        return (self.dtype if dtype is None else dtype,
-                self.device if device is None else device)
-
     def numpy(self, *, force=False) -> np.ndarray:
         """The tensor as a NumPy array: on cpu, a view of the tensor's memory (writes are seen
         both ways, as in PyTorch); on cuda, a host copy (waits for queued device work).
@@ -380,25 +365,6 @@ class Tensor(TensorMethods):
         if self.device.type == "cpu":
             return backends.get("cpu").array(self._view())
         return self.backend.to_numpy(self._view())
-
-    # --- interop: DLPack, __cuda_array_interface__, data_ptr (see interop.py) ---------------
-    def data_ptr(self) -> int:
-        """Address of the first element of this view (host address of the simulated buffer
-        under the simulator)."""
-        return _interop().data_ptr(self)
-
-    @property
-    def __cuda_array_interface__(self) -> dict:
-        """CUDA Array Interface v3 of this view (cuda tensors only): Numba kernels, CuPy and
-        PyTorch read and write the tensor's memory through it."""
-        return _interop().cuda_array_interface(self)
-
-    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-        return _interop().dlpack(self, stream, max_version, dl_device, copy)
-
-    def __dlpack_device__(self) -> tuple:
-        return _interop().dlpack_device(self)
-    # --- end of interop ------------------------------------------------------------------
 
     def tolist(self):
         return self.detach().numpy().tolist()
@@ -454,181 +420,17 @@ class Tensor(TensorMethods):
     def __iter__(self):
         return (self[i] for i in range(len(self)))
 
-    # --- arithmetic: forwarded to ops --------------------------------------------------------
-    def __add__(self, other):
-        return ops.add(self, other)
-
-    def __radd__(self, other):
-        return ops.add(self, other)
-
-    def __sub__(self, other):
-        return ops.sub(self, other)
-
-    def __rsub__(self, other):
-        return ops.rsub(self, other)
-
-    def __mul__(self, other):
-        return ops.mul(self, other)
-
-    def __rmul__(self, other):
-        return ops.mul(self, other)
-
-    def __truediv__(self, other):
-        return ops.div(self, other)
-
-    def __rtruediv__(self, other):
-        return ops.rdiv(self, other)
-
-    def __pow__(self, other):
-        return ops.pow(self, other)
-
-    def __rpow__(self, other):
-        return ops.rpow(self, other)
-
-    def __neg__(self):
-        return ops.neg(self)
-
-    def __floordiv__(self, other):
-        return ops.floor_divide(self, other)
-
-    def __rfloordiv__(self, other):
-        return ops.floor_divide(other, self)
-
-    def __mod__(self, other):
-        return ops.remainder(self, other)
-
-    def __rmod__(self, other):
-        return ops.remainder(other, self)
-
-    def __matmul__(self, other):
-        return ops.matmul(self, other)
-
     @property
     def T(self):
         """The tensor with its dimensions reversed (a view, no copy)."""
-        return ops.permute(self, *reversed(range(self.ndim)))
+        return self.permute(*reversed(range(self.ndim)))
 
     @property
     def mT(self):
         """The last two dimensions swapped (a view, no copy)."""
-        return ops.transpose(self, -2, -1)
+        return self.transpose(-2, -1)
 
-    def __rmatmul__(self, other):
-        return ops.matmul(other, self)
-
-    def __gt__(self, other):
-        return ops.compare("gt", self, other)
-
-    def __ge__(self, other):
-        return ops.compare("ge", self, other)
-
-    def __lt__(self, other):
-        return ops.compare("lt", self, other)
-
-    def __le__(self, other):
-        return ops.compare("le", self, other)
-
-    def __eq__(self, other):
-        return ops.compare("eq", self, other)
-
-    def __ne__(self, other):
-        return ops.compare("ne", self, other)
-
-    def __getitem__(self, index):
-        return ops.getitem(self, index)
-
-    # --- in-place ops (minigpu/ops/inplace.py): write through the view, bump _version ------
     @property
     def _version(self):
         """How many in-place writes this tensor's buffer has seen (shared by its views)."""
         return self._version_counter[0]
-
-    def _refresh_view(self):
-        """(grad_fn, output index) of a view whose base was written in place since its
-        grad_fn was set: the view is re-derived from the base's current node."""
-        return ops.refresh_view(self)
-
-    def __setitem__(self, index, value):
-        ops.setitem_(self, index, value)
-
-    def add_(self, other, alpha=1):
-        return ops.add_(self, other, alpha)
-
-    def sub_(self, other, alpha=1):
-        return ops.sub_(self, other, alpha)
-
-    def mul_(self, other):
-        return ops.mul_(self, other)
-
-    def div_(self, other):
-        return ops.div_(self, other)
-
-    def pow_(self, exponent):
-        return ops.pow_(self, exponent)
-
-    def clamp_(self, min=None, max=None):
-        return ops.clamp_(self, min, max)
-
-    clip_ = clamp_
-
-    def addcmul_(self, tensor1, tensor2, value=1):
-        return ops.addcmul_(self, tensor1, tensor2, value)
-
-    def addcdiv_(self, tensor1, tensor2, value=1):
-        return ops.addcdiv_(self, tensor1, tensor2, value)
-
-    def sqrt_(self):
-        return ops.sqrt_(self)
-
-    def masked_fill_(self, mask, value):
-        return ops.masked_fill_(self, mask, value)
-
-    def fill_(self, value):
-        return ops.fill_(self, value)
-
-    def zero_(self):
-        return ops.zero_(self)
-
-    def copy_(self, src, non_blocking=False):
-        """Copy src into self (any dtype, any device; ``non_blocking`` is accepted: device work
-        is queued on the current stream anyway)."""
-        return ops.copy_(self, src)
-
-    def uniform_(self, a=0.0, b=1.0, generator=None):
-        return ops.uniform_(self, a, b, generator)
-
-    def normal_(self, mean=0.0, std=1.0, generator=None):
-        return ops.normal_(self, mean, std, generator)
-
-    def __iadd__(self, other):
-        return ops.add_(self, other)
-
-    def __isub__(self, other):
-        return ops.sub_(self, other)
-
-    def __imul__(self, other):
-        return ops.mul_(self, other)
-
-    def __itruediv__(self, other):
-        return ops.div_(self, other)
-
-    def __ipow__(self, other):
-        return ops.pow_(self, other)
-    # --- end of in-place ops -----------------------------------------------------------------
-
-
-def _interop():
-    from . import interop
-    return interop
-
-
-def _creation():
-    from . import creation
-    return creation
-
-
-autograd.Tensor = Tensor  # what Function.apply checks its arguments against
-
-# The operators above call ``ops``, whose modules import Tensor from here: imported last, once
-# Tensor exists (a plain module attribute then, not an import per operator call).
-from . import ops  # noqa: E402

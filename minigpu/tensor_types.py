@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numbers
 
+from . import creation
+from .ops.registry import method
 from .tensor import Device, Size, Tensor, bool_, float32, float64, int64
 
 NAMES = {float32: "FloatTensor", float64: "DoubleTensor", int64: "LongTensor", bool_: "BoolTensor"}
@@ -22,7 +24,6 @@ class _LegacyType(type):
         return isinstance(obj, Tensor) and obj.dtype == cls.dtype and obj.device.type == "cpu"
 
     def __call__(cls, *args, device=None):
-        from . import creation
         if device is not None and Device(device).type != "cpu":
             raise RuntimeError(f"legacy constructor expects device type: cpu but device type: "
                                f"{Device(device).type} was passed")
@@ -67,30 +68,14 @@ def parse(spec):
     return spec, None
 
 
-class memory_format:
-    """PyTorch's memory formats. minigpu tensors are row-major: ``contiguous_format`` and
-    ``preserve_format`` are accepted wherever PyTorch takes ``memory_format=``;
-    ``channels_last`` (NHWC strides) is refused, naming the feature."""
-
-    def __init__(self, name):
-        self.name = name
-
-    def __repr__(self):
-        return f"minigpu.{self.name}"
+def tensor_type(self, dtype=None, non_blocking=False):
+    """``x.type()``: the type string (``"minigpu.FloatTensor"``, ``"minigpu.cuda.
+    LongTensor"``); ``x.type(t)``: ``x`` converted to ``t``, a dtype, a legacy type
+    (``mg.LongTensor``) or a type string (``"torch.cuda.FloatTensor"`` too)."""
+    if dtype is None:
+        return type_name(self)
+    dtype, device = parse(dtype)
+    return self.to(dtype) if device is None else self.to(device, dtype)
 
 
-contiguous_format, preserve_format = memory_format("contiguous_format"), memory_format(
-    "preserve_format")
-channels_last, channels_last_3d = memory_format("channels_last"), memory_format(
-    "channels_last_3d")
-
-
-def check_memory_format(what, fmt):
-    """Refuse a memory format minigpu does not have (``None`` and the row-major ones pass)."""
-    if fmt is None or fmt is contiguous_format or fmt is preserve_format:
-        return
-    if fmt is channels_last or fmt is channels_last_3d:
-        raise NotImplementedError(f"{what}: memory_format={fmt!r} (channels-last strides) is not "
-                                  f"supported by minigpu: its tensors are row-major; use "
-                                  f"minigpu.contiguous_format")
-    raise TypeError(f"{what}: memory_format must be a minigpu memory format, got {fmt!r}")
+method(tensor_type, "type")

@@ -3,7 +3,7 @@
 The maps themselves are tested per backend (``test_contract.py``, ``test_cuda_elementwise.py``)
 and per derivative (``test_autograd.py`` gradchecks); this checks the derivation: every table
 op is in the contract, in both backends and, when it has a derivative, a Function; the
-generated Tensor methods are current and carry real signatures.
+registered Tensor methods are the op functions themselves.
 """
 import inspect
 
@@ -14,7 +14,7 @@ import minigpu as mg
 from minigpu import ops
 from minigpu.backends import contract, cpu, optable
 from minigpu.ops import elementwise as ew
-from minigpu.tools import gen_tensor_methods
+from minigpu.ops import registry
 
 
 def test_contract_and_both_backends_derive_from_the_table():
@@ -24,8 +24,9 @@ def test_contract_and_both_backends_derive_from_the_table():
     assert list(contract.BINARY_OPS) == [op.name for op in optable.BINARY]
     assert set(cuda_ew.UNARY) == {"identity", *contract.UNARY_OPS}
     assert set(cuda_ew.BINARY) == set(contract.BINARY_OPS)
-    for op in optable.UNARY:
-        assert cuda_ew.UNARY[op.name].__name__ == f"unary_{op.name}"
+    for op in optable.UNARY:  # the hand-written device function, or the compiled scalar form
+        assert cuda_ew.UNARY[op.name].__name__ in (f"unary_{op.name}",
+                                                   getattr(op.scalar, "__name__", None))
     x = cpu.from_numpy(np.array([0.5, -2.0], np.float32))
     v = contract.dense(x, (2,))
     for op in optable.UNARY:
@@ -53,19 +54,22 @@ def test_binary_gradients_with_broadcasting(op):
     assert mg.autograd.gradcheck(fn, (a, b))
 
 
-def test_tensor_methods_are_generated_current_and_visible():
-    assert gen_tensor_methods.PATH.read_text() == gen_tensor_methods.render(), \
-        "run python -m minigpu.tools.gen_tensor_methods"
-    for name in gen_tensor_methods.method_names():
-        method = getattr(mg.Tensor, name)
-        assert method.__module__ == "minigpu.tensor_methods", name
-        assert method.__doc__, name
-        assert list(inspect.signature(method).parameters)[0] == "self"
-        assert callable(getattr(ops, name)), name
+def test_tensor_methods_are_the_registered_op_functions():
+    """Each op's Tensor methods are the op function itself (no forwarding layer), with a real
+    signature; ``minigpu``, ``minigpu.ops`` and ``nn.functional`` hold what the entry says."""
+    for entry in registry.OPS.values():
+        assert getattr(ops, entry.name) is entry.fn, entry.name
+        assert (getattr(mg, entry.name, None) is entry.fn) == entry.mg, entry.name
+        assert (getattr(mg.nn.functional, entry.name, None) is entry.fn) == entry.F, entry.name
+        for name in entry.methods:
+            assert vars(mg.Tensor)[name] is entry.fn, name
+            first = next(iter(inspect.signature(entry.fn).parameters.values()))
+            assert first.kind is first.POSITIONAL_OR_KEYWORD, name
     assert "dim" in inspect.signature(mg.Tensor.sum).parameters
     for op in (*optable.UNARY, *optable.BINARY):
         if op.method:
-            assert op.name in gen_tensor_methods.method_names()
+            entry = registry.OPS[op.name]
+            assert entry.mg and op.name in entry.methods and entry.fn.__doc__, op.name
 
 
 PARAMS = {"leaky_relu": (0.1, 0.0), "affine": (2.0, 3.0), "rdiv": (2.0, 0.0),
@@ -86,3 +90,11 @@ def test_unary_gradients(op):
     alpha, beta = PARAMS.get(op.name, (0.0, 0.0))
     fn = ew.UNARY_FUNCTIONS[op.name].apply
     assert mg.autograd.gradcheck(lambda t: fn(t, alpha=alpha, beta=beta), (x,))
+
+
+def test_the_op_index_is_read_from_the_registry():
+    from minigpu.tools import op_index
+
+    text = op_index.render()
+    assert all(f"| `{name}` |" in text for name in registry.OPS)
+    assert "| `add` | elementwise | `add`, `__add__`, `__radd__` | yes | - | `add_` | - |" in text

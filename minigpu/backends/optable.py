@@ -10,10 +10,11 @@ b)`` in ``backends/cuda/elementwise.py``. Everything else derives from this tabl
 - the cuda backend's op tables (``backends/cuda/elementwise.py``, one device function per op);
 - the differentiable ops (``ops/elementwise.py``: one ``Function`` per op with a derivative,
   one gradient rule for every binary op) and, for ``method=True``, the ``minigpu.<name>``
-  function and the ``Tensor.<name>`` method (``minigpu/tensor_methods.py``, generated with
-  ``python -m minigpu.tools.gen_tensor_methods``).
+  function and the ``Tensor.<name>`` method (registered by ``ops/elementwise.py``).
 
-Adding an op: one entry here and its device function. ``a`` and ``b`` are the scalar
+Adding an op: one entry here, with its ``scalar`` form (the cuda device function compiled
+from it) or a hand-written device function in ``backends/cuda/elementwise.py``. ``a`` and
+``b`` are the scalar
 parameters alpha and beta of the primitive call. Derivatives are functions of the upstream
 gradient ``g``, the input(s) and, for unary ops, the output ``y``; they run on Tensors under
 ``no_grad``. ``fused(op, saved)`` differentiates with one fused backward map instead.
@@ -89,6 +90,17 @@ def softplus(x, beta, threshold):
         return np.where(z > threshold, x, np.log1p(np.exp(z)) / beta).astype(x.dtype)
 
 
+def hardswish_scalar(x, a, b):
+    """x * relu6(x + 3) / 6 on one element (the cuda device function)."""
+    return x * min(max(x + np.float32(3), np.float32(0)), np.float32(6)) / np.float32(6)
+
+
+def hardswish_grad(g, x, y, a, b):
+    """g * (x / 3 + 1/2) on [-3, 3], g above it, 0 below (PyTorch's one-sided choice at +-3)."""
+    inside = (x >= -3).to(g.dtype) * (x <= 3).to(g.dtype)
+    return g * (inside * (x / 3 + 0.5) + (x > 3).to(g.dtype))
+
+
 def zero_derivative(g, x, y, a, b):
     """The derivative of a piecewise-constant op (floor, sign, ...): zero, like PyTorch."""
     return type(g)._full(g.shape, 0, g.dtype, g.device)
@@ -106,6 +118,14 @@ class Op(NamedTuple):
                              # (g, x, y) -> dy); None: no gradient flows through it
     bool_result: bool = False  # comparisons: the output is bool
     method: bool = False     # a public ``minigpu.<name>(x)`` function and ``Tensor.<name>()``
+    F: bool = False          # a public ``minigpu.nn.functional.<name>(x)`` function
+    module: str = None       # the name of its ``minigpu.nn`` layer (for the op index)
+    approx: bool = False     # the cuda result may differ from the NumPy form by rounding (math
+                             # functions, a different order of operations): the tests compare
+                             # within a tolerance (``tests/test_cuda_elementwise.py``'s TOL)
+    scalar: Callable = None  # the op on one element, (x, a, b) -> y: compiled as the cuda device
+                             # function when ``backends/cuda/elementwise.py`` writes none (float32
+                             # constants as ``np.float32(c)``, math functions from ``math``)
     float_input: bool = True  # integer tensors become float32 first (``exp(int)`` is float)
     saves: str = "xy"        # which of the input(s) x (and y) / output y the derivative reads:
                              # only those are saved for backward, so only an in-place change
@@ -116,19 +136,20 @@ UNARY = (
     Op("neg", "-x", lambda x, a, b: -x, lambda g, x, y, a, b: -g,
        method=True, float_input=False, saves=""),
     Op("exp", "exp(x)", lambda x, a, b: np.exp(x), lambda g, x, y, a, b: g * y, method=True,
-       saves="y"),
+       saves="y", approx=True),
     Op("log", "log(x)", lambda x, a, b: np.log(x), lambda g, x, y, a, b: g / x, method=True,
-       saves="x"),
+       saves="x", approx=True),
     Op("sqrt", "sqrt(x)", lambda x, a, b: np.sqrt(x),
-       lambda g, x, y, a, b: g / (y * 2), method=True, saves="y"),
+       lambda g, x, y, a, b: g / (y * 2), method=True, saves="y", approx=True),
     Op("square", "x * x", lambda x, a, b: x * x, lambda g, x, y, a, b: g * x * 2,
        method=True, float_input=False, saves="x"),
     Op("tanh", "tanh(x)", lambda x, a, b: np.tanh(x), fused("tanh_grad", "y"), method=True,
-       saves="y"),
+       module="Tanh", saves="y", approx=True),
     Op("sigmoid", "1 / (1 + exp(-x)), computed without overflow for large |x|",
-       lambda x, a, b: sigmoid(x), fused("sigmoid_grad", "y"), method=True, saves="y"),
+       lambda x, a, b: sigmoid(x), fused("sigmoid_grad", "y"), method=True, module="Sigmoid",
+       saves="y", approx=True),
     Op("relu", "max(x, 0)", lambda x, a, b: np.maximum(x, 0), fused("relu_grad", "y"),
-       method=True, float_input=False, saves="y"),  # y > 0 exactly where x > 0
+       method=True, module="ReLU", float_input=False, saves="y"),  # y > 0 exactly where x > 0
     Op("leaky_relu", "x if x > 0 else a*x", lambda x, a, b: np.where(x > 0, x, a * x),
        fused("leaky_relu_grad", "x"), saves="x"),
     Op("abs", "|x|", lambda x, a, b: np.abs(x), lambda g, x, y, a, b: g * x.sign(),
@@ -136,12 +157,12 @@ UNARY = (
     Op("sign", "-1, 0 or 1", lambda x, a, b: np.sign(x), zero_derivative, method=True,
        float_input=False, saves=""),
     Op("affine", "a*x + b  (x+3, 2*x, 3-x, x/4 all use this)", lambda x, a, b: a * x + b,
-       lambda g, x, y, a, b: g * a, saves=""),
-    Op("rdiv", "a / x", lambda x, a, b: a / x, lambda g, x, y, a, b: -g * y / x),
+       lambda g, x, y, a, b: g * a, saves="", approx=True),
+    Op("rdiv", "a / x", lambda x, a, b: a / x, lambda g, x, y, a, b: -g * y / x, approx=True),
     Op("pow", "x ** a", lambda x, a, b: x ** a,
-       lambda g, x, y, a, b: g * 0.0 if a == 0 else g * x ** (a - 1) * a, saves="x"),
+       lambda g, x, y, a, b: g * 0.0 if a == 0 else g * x ** (a - 1) * a, saves="x", approx=True),
     Op("rpow", "a ** x", lambda x, a, b: a ** x,
-       lambda g, x, y, a, b: g * y * math.log(a), saves="y"),
+       lambda g, x, y, a, b: g * y * math.log(a), saves="y", approx=True),
     Op("clamp", "min(max(x, a), b)  (a=-inf / b=inf for a one-sided clamp)",
        lambda x, a, b: np.minimum(np.maximum(x, a), b), fused("clamp_grad", "x"), saves="x"),
     Op("gt", "x > a  -> bool", lambda x, a, b: x > a, bool_result=True),
@@ -152,13 +173,13 @@ UNARY = (
     Op("ne", "x != a -> bool", lambda x, a, b: x != a, bool_result=True),
     # math functions, rounding, predicates and activations
     Op("sin", "sin(x)", lambda x, a, b: np.sin(x), lambda g, x, y, a, b: g * x.cos(),
-       method=True, saves="x"),
+       method=True, saves="x", approx=True),
     Op("cos", "cos(x)", lambda x, a, b: np.cos(x), lambda g, x, y, a, b: -g * x.sin(),
-       method=True, saves="x"),
+       method=True, saves="x", approx=True),
     Op("log1p", "log(1 + x), accurate for small |x|", lambda x, a, b: np.log1p(x),
-       lambda g, x, y, a, b: g / (x + 1), method=True, saves="x"),
+       lambda g, x, y, a, b: g / (x + 1), method=True, saves="x", approx=True),
     Op("expm1", "exp(x) - 1, accurate for small |x|", lambda x, a, b: np.expm1(x),
-       lambda g, x, y, a, b: g * (y + 1), method=True, saves="y"),
+       lambda g, x, y, a, b: g * (y + 1), method=True, saves="y", approx=True),
     Op("floor", "the largest integer <= x (a float)", lambda x, a, b: np.floor(x), zero_derivative,
        method=True, float_input=False, saves=""),
     Op("ceil", "the smallest integer >= x (a float)", lambda x, a, b: np.ceil(x), zero_derivative,
@@ -172,15 +193,18 @@ UNARY = (
     Op("isinf", "|x| == inf  -> bool", lambda x, a, b: np.isinf(x), bool_result=True,
        method=True, float_input=False),
     Op("gelu", "x * Phi(x) = x/2 * (1 + erf(x / sqrt(2)))  (exact GELU)",
-       lambda x, a, b: gelu(x), fused("gelu_grad", "x"), saves="x"),
+       lambda x, a, b: gelu(x), fused("gelu_grad", "x"), saves="x", approx=True),
     Op("gelu_tanh", "x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))  (approximate GELU)",
-       lambda x, a, b: gelu_tanh(x), fused("gelu_tanh_grad", "x"), saves="x"),
+       lambda x, a, b: gelu_tanh(x), fused("gelu_tanh_grad", "x"), saves="x", approx=True),
     Op("silu", "x * sigmoid(x)", lambda x, a, b: x * sigmoid(x), fused("silu_grad", "x"),
-       saves="x"),
+       saves="x", approx=True),
     Op("softplus", "log(1 + exp(a*x)) / a, or x where a*x > b  (beta=a, threshold=b)",
-       lambda x, a, b: softplus(x, a, b), fused("softplus_grad", "x"), saves="x"),
+       lambda x, a, b: softplus(x, a, b), fused("softplus_grad", "x"), saves="x", approx=True),
     Op("elu", "x if x > 0 else a * (exp(x) - 1)  (alpha=a)",
-       lambda x, a, b: np.where(x > 0, x, a * np.expm1(x)), fused("elu_grad", "x"), saves="x"),
+       lambda x, a, b: np.where(x > 0, x, a * np.expm1(x)), fused("elu_grad", "x"), saves="x",
+       approx=True),
+    Op("hardswish", "x * min(max(x + 3, 0), 6) / 6", lambda x, a, b: x * np.clip(x + 3, 0, 6) / 6,
+       hardswish_grad, F=True, module="Hardswish", scalar=hardswish_scalar, saves="x"),
 )
 
 BINARY = (
@@ -193,7 +217,7 @@ BINARY = (
     Op("div", "x / y", lambda x, y, a, b: x / y,
        (lambda g, x, y: g / y, lambda g, x, y: -(g / y) * x / y)),
     Op("pow", "x ** y", lambda x, y, a, b: x ** y,
-       (lambda g, x, y: g * y * x ** (y - 1), lambda g, x, y: g * x ** y * x.log())),
+       (lambda g, x, y: g * y * x ** (y - 1), lambda g, x, y: g * x ** y * x.log()), approx=True),
     Op("maximum", "max(x, y)", lambda x, y, a, b: np.maximum(x, y),
        (lambda g, x, y: g * (x >= y).to(g.dtype),
         lambda g, x, y: g * (1 - (x >= y).to(g.dtype))), method=True, float_input=False),
@@ -220,21 +244,21 @@ BINARY = (
     Op("leaky_relu_grad", "x where y > 0 else a*x   (y = input)",
        lambda x, y, a, b: np.where(y > 0, x, a * x)),
     Op("tanh_grad", "x * (1 - y*y)   (y = tanh output)",
-       lambda x, y, a, b: x * (1 - y * y)),
+       lambda x, y, a, b: x * (1 - y * y), approx=True),
     Op("sigmoid_grad", "x * y * (1 - y)   (y = sigmoid output)",
-       lambda x, y, a, b: x * y * (1 - y)),
+       lambda x, y, a, b: x * y * (1 - y), approx=True),
     Op("clamp_grad", "x where a <= y <= b else 0   (y = clamp input)",
        lambda x, y, a, b: np.where((y >= a) & (y <= b), x, 0)),
     Op("gelu_grad", "x * (Phi(y) + y * phi(y))   (y = gelu input)",
-       lambda x, y, a, b: gelu_grad(x, y)),
+       lambda x, y, a, b: gelu_grad(x, y), approx=True),
     Op("gelu_tanh_grad", "x * d/dy gelu_tanh(y)   (y = input)",
-       lambda x, y, a, b: gelu_tanh_grad(x, y)),
+       lambda x, y, a, b: gelu_tanh_grad(x, y), approx=True),
     Op("silu_grad", "x * s * (1 + y * (1 - s)), s = sigmoid(y)   (y = input)",
-       lambda x, y, a, b: x * sigmoid(y) * (1 + y * (1 - sigmoid(y)))),
+       lambda x, y, a, b: x * sigmoid(y) * (1 + y * (1 - sigmoid(y))), approx=True),
     Op("softplus_grad", "x * sigmoid(a*y), or x where a*y > b   (y = input)",
-       lambda x, y, a, b: np.where(y * a > b, x, x * sigmoid(y * a))),
+       lambda x, y, a, b: np.where(y * a > b, x, x * sigmoid(y * a)), approx=True),
     Op("elu_grad", "x where y > 0 else x * a * exp(y)   (y = input)",
-       lambda x, y, a, b: np.where(y > 0, x, x * a * np.exp(y))),
+       lambda x, y, a, b: np.where(y > 0, x, x * a * np.exp(y)), approx=True),
 )
 
 UNARY_BY_NAME = {op.name: op for op in UNARY}

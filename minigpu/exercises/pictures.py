@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from ..lessons import draw
-from .grader import _execute, _problem, constants_of, load
+from .harness import _execute, _problem, constants_of, load
 from .specs import BY_NAME
 
 # view name -> (the view, which part of the launch it traces: (block, warp))

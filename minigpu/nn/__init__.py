@@ -6,8 +6,8 @@ from .layers import (AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d, Con
 from .loss import BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, MSELoss, NLLLoss
 from .loss import HuberLoss, KLDivLoss, L1Loss, SmoothL1Loss
 from .containers import ModuleDict
-from .normalization import LayerNorm
-from .activation import ELU, GELU, SiLU, Softplus
+from .normalization import *  # noqa: F401,F403  (every layer of the file: its __all__)
+from .activation import *  # noqa: F401,F403
 from .conv import Conv1d, ConvTranspose2d
 from .upsampling import Upsample
 from .module import Module, ModuleList, Parameter, Sequential

@@ -1,4 +1,5 @@
-"""Activation modules with PyTorch's names, arguments and reprs: GELU, SiLU, Softplus, ELU."""
+"""Activation modules with PyTorch's names, arguments and reprs: GELU, SiLU, Softplus, ELU,
+Hardswish."""
 from __future__ import annotations
 
 from . import functional as F
@@ -51,3 +52,17 @@ class ELU(Module):
 
     def extra_repr(self):
         return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
+
+
+class Hardswish(Module):
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.hardswish(input)
+
+
+__all__ = [name for name, value in list(globals().items())
+           if isinstance(value, type) and issubclass(value, Module) and value.__module__ == __name__]
+"""Every layer defined here (``minigpu.nn`` imports them all)."""

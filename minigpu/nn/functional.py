@@ -1,34 +1,20 @@
 """Functional forms of the layers (``minigpu.nn.functional`` ~ ``torch.nn.functional``).
 
-Same names, argument order and defaults as PyTorch; each function forwards to ``minigpu.ops``.
+Same names, argument order and defaults as PyTorch. The ops registered with ``F=True``
+(``ops/registry.py``) are this module's functions as they are; the functions below adapt an op
+to PyTorch's functional signature (``relu(input, inplace=False)``, ``softmax``'s implicit dim).
 """
 from __future__ import annotations
 
 import warnings
 
 from .. import ops
-from ..ops.conv import conv2d
-from ..ops.loss import (binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy,
-                        mse_loss, nll_loss)
-from ..ops.layernorm import layer_norm
-from ..ops.loss import huber_loss, kl_div, l1_loss, smooth_l1_loss
-from ..ops.normalization import batch_norm, dropout
-from ..ops.rnn import embedding
-from ..ops.pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d
-from ..ops.activation import gelu, silu, softplus
-from ..ops.conv import conv1d
-from ..ops.conv_transpose import conv_transpose2d
+from ..ops.registry import exported
+from ..ops.shape import broadcast_shapes
+from . import spatial
 from .spatial import interpolate, one_hot, pad
-from ..ops.attention import scaled_dot_product_attention
 
-__all__ = ["linear", "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "batch_norm",
-           "dropout", "mse_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
-           "cross_entropy", "nll_loss", "softmax", "log_softmax", "relu", "leaky_relu", "tanh",
-           "sigmoid", "flatten", "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div",
-           "embedding", "layer_norm"]
-__all__ += ["gelu", "silu", "softplus", "elu", "conv1d", "conv_transpose2d", "interpolate", "pad",
-            "one_hot", "normalize", "cosine_similarity"]
-__all__ += ["scaled_dot_product_attention"]
+globals().update(exported("F"))  # the ops marked @op(F=True): conv2d, cross_entropy, ...
 
 
 def linear(input, weight, bias=None):
@@ -92,7 +78,6 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     """The cosine of the angle between ``x1`` and ``x2`` (broadcast) along ``dim``: each divided
     by its norm, clamped to ``eps`` as PyTorch does (the clamp outside the gradient), then the
     products summed."""
-    from ..ops.shape import broadcast_shapes
     shape = broadcast_shapes(x1.shape, x2.shape)
     x1, x2 = ops.expand(x1, *shape), ops.expand(x2, *shape)
 
@@ -100,3 +85,8 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
         n = ops.norm(x, 2, dim, keepdim=True)
         return x / (n + (n.detach().clamp(min=eps) - n.detach()))
     return ops.sum(unit(x1) * unit(x2), dim)
+
+
+__all__ = sorted([*exported("F"), *(
+    name for name, value in list(globals().items()) if not name.startswith("_")
+    and getattr(value, "__module__", None) in (__name__, spatial.__name__))])

@@ -48,3 +48,8 @@ class LayerNorm(Module):
     def extra_repr(self):
         return (f"{self.normalized_shape}, eps={self.eps}, "
                 f"elementwise_affine={self.elementwise_affine}, bias={self.bias is not None}")
+
+
+__all__ = [name for name, value in list(globals().items())
+           if isinstance(value, type) and issubclass(value, Module) and value.__module__ == __name__]
+"""Every layer defined here (``minigpu.nn`` imports them all)."""

@@ -21,6 +21,7 @@ from .elementwise import where
 from .linalg import matmul
 from .normalization import dropout
 from .reduce import max as max_
+from .registry import op
 from .shape import expand, reshape, unsqueeze
 from .softmax import softmax
 
@@ -102,6 +103,7 @@ def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
     return matmul(weights, value), weights
 
 
+@op(method=False, F=True)
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
                                  is_causal=False, scale=None, enable_gqa=False):
     """softmax(query @ key^T * scale + mask) @ value, torch's signature and semantics.

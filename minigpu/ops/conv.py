@@ -23,6 +23,7 @@ from ..autograd import Function
 from ..backends.contract import View, conv_out_size, pair
 from ..tensor import Tensor
 from .common import check_same_device
+from .registry import op
 from .shape import contiguous
 
 
@@ -77,6 +78,7 @@ class Conv2d(Function):
         return grad_x, grad_w, grad_b, None, None, None
 
 
+@op(method=False, F=True, module="Conv2d")
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *,
            name="conv2d"):
     """``torch.nn.functional.conv2d`` for groups=1: (N,C,H,W) or unbatched (C,H,W) input,
@@ -147,6 +149,7 @@ def _string_padding(padding, kernel, stride, dilation, name):
     return tuple(t // 2 for t in total)
 
 
+@op(method=False, F=True, module="Conv1d")
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *,
            name="conv1d"):
     """``torch.nn.functional.conv1d`` for groups=1: (N, C, L) or unbatched (C, L) input,

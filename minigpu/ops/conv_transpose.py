@@ -19,6 +19,7 @@ from ..autograd import Function
 from ..backends.contract import View, pair
 from ..tensor import Tensor
 from .conv import check_conv_args
+from .registry import op
 from .shape import contiguous
 
 
@@ -74,6 +75,7 @@ class ConvTranspose2d(Function):
         return grad_x, grad_w, grad_b, None, None, None, None
 
 
+@op(method=False, F=True, module="ConvTranspose2d")
 def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
                      dilation=1, *, name="conv_transpose2d"):
     """``torch.nn.functional.conv_transpose2d`` for groups=1: (N,C_in,H,W) or unbatched

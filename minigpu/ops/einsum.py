@@ -24,7 +24,8 @@ import math
 from ..tensor import Tensor
 from .linalg import matmul
 from .reduce import sum as _sum
-from .shape import getitem, permute, reshape
+from .registry import op
+from .shape import Slice, permute, reshape
 
 
 def _parse(equation, count):
@@ -68,7 +69,7 @@ def _diagonal(x, term):
         n = x.shape[i]
         rest = [d for d in range(x.ndim) if d not in (i, j)]
         x = reshape(permute(x, *rest, i, j), *[x.shape[d] for d in rest], n * n)
-        x = getitem(x, (Ellipsis, slice(None, None, n + 1)))
+        x = Slice.apply(x, (Ellipsis, slice(None, None, n + 1)))
         term = "".join(term[d] for d in rest) + ch
     return x, term
 
@@ -98,6 +99,7 @@ def _contract(a, ta, b, tb, needed):
     return out, "".join(batch + left + right)
 
 
+@op(method=False, mg=True)
 def einsum(equation, *operands):
     """``torch.einsum``: e.g. ``"ij,jk->ik"`` (matmul), ``"bij,bjk->bik"`` (batched),
     ``"i,j->ij"`` (outer), ``"ii->"`` (trace), ``"ij->ji"``, ``"i,i->"`` (dot), ``"ij->j"``;

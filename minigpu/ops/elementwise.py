@@ -20,9 +20,10 @@ import numpy as np
 from ..autograd import Function
 from ..backends import optable
 from ..backends.contract import View
-from ..tensor import Tensor, float32
+from ..tensor import Device, Tensor, _check_dtype, check_memory_format, float32
 from .common import as_float, check_same_device, new, promote
-from .shape import broadcast_shapes, expand_strides, expand_view, sum_to
+from .registry import method, op
+from .shape import ToDevice, broadcast_shapes, clone, expand_strides, expand_view, sum_to
 
 
 # --- the maps of the op table: one Function per differentiable op -------------------------
@@ -101,7 +102,7 @@ Add, Sub, Mul, Div, Pow = (BINARY_FUNCTIONS[n] for n in ("add", "sub", "mul", "d
 
 
 def _table_function(op, binary):
-    """``minigpu.<name>`` for a table op with ``method=True``."""
+    """``minigpu.<name>`` for a table op with ``method=True`` (``F.<name>`` with ``F=True``)."""
     if binary:
         def fn(a, b):
             return BINARY_FUNCTIONS[op.name].apply(*tensor_operands(a, b))
@@ -116,11 +117,31 @@ def _table_function(op, binary):
     return fn
 
 
-TABLE_FUNCTIONS = {op.name: _table_function(op, binary)
-                   for ops, binary in ((optable.UNARY, False), (optable.BINARY, True))
-                   for op in ops if op.method}
+_PUBLIC = {entry.name: (entry, binary)
+           for entries, binary in ((optable.UNARY, False), (optable.BINARY, True))
+           for entry in entries if entry.method or entry.F}
+TABLE_FUNCTIONS = {name: _table_function(entry, binary)
+                   for name, (entry, binary) in _PUBLIC.items()}
 """The public functions the op table defines (``minigpu.exp``, ``minigpu.maximum``, ...)."""
+for _name, (_entry, _) in _PUBLIC.items():
+    op(TABLE_FUNCTIONS[_name], method=_entry.method, mg=_entry.method, F=_entry.F,
+       module=_entry.module)
 globals().update(TABLE_FUNCTIONS)
+method(TABLE_FUNCTIONS["neg"], "__neg__")
+method(TABLE_FUNCTIONS["floor_divide"], "__floordiv__")
+method(TABLE_FUNCTIONS["remainder"], "__mod__")
+
+
+@op(method="__rfloordiv__")
+def rfloor_divide(a, b):
+    """b // a (``3 // x``)."""
+    return TABLE_FUNCTIONS["floor_divide"](b, a)
+
+
+@op(method="__rmod__")
+def rremainder(a, b):
+    """b % a (``3 % x``)."""
+    return TABLE_FUNCTIONS["remainder"](b, a)
 
 
 class Cast(Function):
@@ -183,6 +204,7 @@ def _float_scalar_op(x, value):
     return x
 
 
+@op(mg=True, method=("add", "__add__", "__radd__"), inplace="add_")
 def add(a, b, alpha=1):
     if alpha != 1:
         b = b * alpha
@@ -195,6 +217,7 @@ def add(a, b, alpha=1):
     return Add.apply(*tensor_operands(a, b))
 
 
+@op(mg=True, method=("sub", "__sub__"), inplace="sub_")
 def sub(a, b, alpha=1):
     if alpha != 1:
         b = b * alpha
@@ -203,6 +226,7 @@ def sub(a, b, alpha=1):
     return Sub.apply(*tensor_operands(a, b))
 
 
+@op(method="__rsub__")
 def rsub(a, b):
     """b - a for a scalar b."""
     if a.dtype.kind == "f" and _is_scalar(b):
@@ -210,6 +234,7 @@ def rsub(a, b):
     return sub(*reversed(tensor_operands(a, b)))
 
 
+@op(mg=True, method=("mul", "__mul__", "__rmul__"), inplace="mul_")
 def mul(a, b):
     if isinstance(b, Tensor) and isinstance(a, Tensor):  # two tensors: no scalar path to try
         return Mul.apply(*tensor_operands(a, b))
@@ -220,6 +245,7 @@ def mul(a, b):
     return Mul.apply(*tensor_operands(a, b))
 
 
+@op(mg=True, method=("div", "__truediv__"), inplace="div_")
 def div(a, b):
     if isinstance(a, Tensor) and _is_scalar(b) and b != 0:
         return Affine.apply(as_float(a), alpha=1.0 / float(b), beta=0.0)
@@ -227,22 +253,26 @@ def div(a, b):
     return Div.apply(as_float(a), as_float(b))
 
 
+@op(method="__rtruediv__")
 def rdiv(a, b):
     """b / a for a scalar b."""
     return RDiv.apply(as_float(a), alpha=float(b))
 
 
+@op(mg=True, method=("pow", "__pow__"), inplace="pow_")
 def pow(a, b):
     if isinstance(a, Tensor) and _is_scalar(b):
         return PowScalar.apply(_float_scalar_op(a, b), alpha=float(b))
     return Pow.apply(*tensor_operands(a, b))
 
 
+@op(method="__rpow__")
 def rpow(a, b):
     """b ** a for a scalar b."""
     return RPow.apply(as_float(a), alpha=float(b))
 
 
+@op(method=False)
 def compare(op, a, b):
     """Elementwise comparison; the result is a bool tensor and carries no gradient."""
     if isinstance(a, Tensor) and _is_scalar(b):
@@ -252,42 +282,52 @@ def compare(op, a, b):
     return new(a.backend.binary(op, va, vb), shape, a)
 
 
+@op(method=("eq", "__eq__"))
 def eq(a, b):
     return compare("eq", a, b)
 
 
+@op(method=("ne", "__ne__"))
 def ne(a, b):
     return compare("ne", a, b)
 
 
+@op(method=("gt", "__gt__"))
 def gt(a, b):
     return compare("gt", a, b)
 
 
+@op(method=("lt", "__lt__"))
 def lt(a, b):
     return compare("lt", a, b)
 
 
+@op(method=("ge", "__ge__"))
 def ge(a, b):
     return compare("ge", a, b)
 
 
+@op(method=("le", "__le__"))
 def le(a, b):
     return compare("le", a, b)
 
 
+@op(mg=True)
 def rsqrt(x):
     return PowScalar.apply(as_float(x), alpha=-0.5)
 
 
+@op
 def reciprocal(x):
     return RDiv.apply(as_float(x), alpha=1.0)
 
 
+@op(module="LeakyReLU")
 def leaky_relu(x, negative_slope=0.01):
     return LeakyRelu.apply(x, alpha=float(negative_slope))
 
 
+@op(mg=True, inplace="clamp_")
 def clamp(x, min=None, max=None):
     if min is None and max is None:
         raise RuntimeError("At least one of 'min' or 'max' must not be None")
@@ -296,9 +336,10 @@ def clamp(x, min=None, max=None):
     return Clamp.apply(x, alpha=lo, beta=hi)
 
 
-clip = clamp
+clip = op(clamp, name="clip", mg=True)
 
 
+@op(method=False, mg=True)
 def where(cond, a, b):
     if not isinstance(cond, Tensor) or cond.dtype != np.bool_:
         raise TypeError("where expected condition to be a boolean tensor")
@@ -309,15 +350,45 @@ def where(cond, a, b):
     return Where.apply(cond, a, b)
 
 
+@op(mg=True, inplace="masked_fill_")
 def masked_fill(x, mask, value):
     return where(mask, Tensor._full((), value, x.dtype, x.device), x)
 
 
+@op
 def all(x):
     """A 0-d bool tensor: True when every element is non-zero."""
     return compare("ne", x, 0).to(float32).min() > 0.5
 
 
+@op
 def any(x):
     """A 0-d bool tensor: True when some element is non-zero."""
     return compare("ne", x, 0).to(float32).max() > 0.5
+
+
+@op
+def to(self, *args, **kwargs):
+    """``to(device)``, ``to(dtype)`` or ``to(device, dtype)``; a no-op returns self (a copy
+    with ``copy=True``). ``non_blocking`` and row-major ``memory_format``s are accepted."""
+    device = kwargs.pop("device", None)
+    dtype = kwargs.pop("dtype", None)
+    kwargs.pop("non_blocking", None)  # device work is queued on the current stream anyway
+    copy = kwargs.pop("copy", False)
+    if "memory_format" in kwargs:
+        check_memory_format("to", kwargs.pop("memory_format"))
+    if kwargs:
+        raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
+    for a in args:
+        if isinstance(a, Tensor):
+            device, dtype = a.device, a.dtype
+        elif isinstance(a, (str, Device)):
+            device = a
+        else:
+            dtype = a
+    out = self
+    if dtype is not None and _check_dtype(dtype) != self.dtype:
+        out = Cast.apply(out, _check_dtype(dtype))
+    if device is not None and Device(device) != self.device:
+        out = ToDevice.apply(out, Device(device))
+    return clone(out) if copy and out is self else out

@@ -7,6 +7,9 @@ import numpy as np
 from ..autograd import Function, no_grad
 from ..tensor import Tensor
 from .common import check_same_device
+from .elementwise import where
+from .inplace import apply_
+from .registry import op
 from .shape import contiguous, normalize_dim, reshape, transpose
 
 
@@ -30,6 +33,7 @@ class IndexSelect(Function):
         return Tensor._dense(out, (self.rows,) + tuple(g.shape[idx.ndim:]), g.device), None
 
 
+@op(mg=True)
 def index_select(x, dim, index):
     if not isinstance(index, Tensor) or index.dtype.kind not in "iu" or index.ndim > 1:
         raise IndexError("index_select(): index must be a 0-D or 1-D integer tensor")
@@ -120,6 +124,7 @@ class ScatterAdd(Function):
         return g, None, None, g_src
 
 
+@op(mg=True)
 def gather(x, dim, index):
     """``out[i][j][k] = x[index[i][j][k]][j][k]`` for dim 0 (and so on): values of x picked
     along ``dim`` at ``index``, in index's shape."""
@@ -128,6 +133,7 @@ def gather(x, dim, index):
     return reshape(out, *index.shape)
 
 
+@op(mg=True, inplace="scatter_add_")
 def scatter_add(x, dim, index, src):
     """A copy of x with ``src[i][j][k]`` added at ``[index[i][j][k]][j][k]`` for dim 0 (and so
     on); repeated indices accumulate. Only src's window of index's shape is read."""
@@ -138,12 +144,13 @@ def scatter_add(x, dim, index, src):
     return reshape(out, *x.shape)
 
 
+@op
 def scatter_add_(x, dim, index, src):
     """In-place ``scatter_add``."""
-    from .inplace import apply_
     return apply_(x, lambda v: scatter_add(v, dim, index, src), src)
 
 
+@op(mg=True)
 def flip(x, dims):
     """A copy of ``x`` with the order of its elements reversed along ``dims`` (an int or a
     sequence): one ``index_select`` with a reversed index per dim."""
@@ -162,19 +169,20 @@ def flip(x, dims):
 def _triangle(x, diagonal, lower, name):
     if x.ndim < 2:
         raise RuntimeError(f"{name}: input tensor must have at least 2 dimensions")
-    from .elementwise import where
     rows, cols = x.shape[-2:]
     keep = np.tri(rows, cols, diagonal if lower else diagonal - 1, dtype=bool)
     mask = Tensor._from_array(keep if lower else ~keep, x.device)
     return where(mask, x, x.new_zeros(()))
 
 
+@op(mg=True)
 def tril(x, diagonal=0):
     """The lower triangle of the last two dims (elements on and below the ``diagonal``-th
     diagonal), the rest zero."""
     return _triangle(x, diagonal, True, "tril")
 
 
+@op(mg=True)
 def triu(x, diagonal=0):
     """The upper triangle of the last two dims (on and above the ``diagonal``-th diagonal)."""
     return _triangle(x, diagonal, False, "triu")

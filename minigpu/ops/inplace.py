@@ -28,6 +28,7 @@ from ..autograd import SCALAR_TYPES, Function, is_grad_enabled, no_grad
 from ..backends.contract import View, contiguous_strides
 from ..tensor import Tensor
 from . import elementwise as ew
+from .registry import op
 from .shape import (Slice, _basic_index_layout, broadcast_shapes, expand_view, sum_to,
                     zeros_with_window)
 
@@ -131,6 +132,7 @@ def _set_node(t: Tensor, fn, index):
         t.retain_grad()  # PyTorch moves retain_grad to the new grad_fn
 
 
+@op(method="_refresh_view")
 def refresh_view(view: Tensor):
     """Re-derive a view's grad_fn from its base after in-place writes to the buffer (as
     PyTorch does when a view's version no longer matches): a window of the base's current node.
@@ -174,30 +176,37 @@ def apply_(t: Tensor, compute, *operands, cast=_result_dtype):
 
 
 # --- the ops --------------------------------------------------------------------------------------
+@op(method=("add_", "__iadd__"))
 def add_(x, other, alpha=1):
     return apply_(x, lambda v: ew.add(v, other, alpha=alpha), other)
 
 
+@op(method=("sub_", "__isub__"))
 def sub_(x, other, alpha=1):
     return apply_(x, lambda v: ew.sub(v, other, alpha=alpha), other)
 
 
+@op(method=("mul_", "__imul__"))
 def mul_(x, other):
     return apply_(x, lambda v: ew.mul(v, other), other)
 
 
+@op(method=("div_", "__itruediv__"))
 def div_(x, other):
     return apply_(x, lambda v: ew.div(v, other), other)
 
 
+@op(method=("pow_", "__ipow__"))
 def pow_(x, exponent):
     return apply_(x, lambda v: ew.pow(v, exponent), exponent)
 
 
+@op(method=("clamp_", "clip_"))
 def clamp_(x, min=None, max=None):
     return apply_(x, lambda v: ew.clamp(v, min, max))
 
 
+@op
 def masked_fill_(x, mask, value):
     if isinstance(value, Tensor):
         if value.ndim:
@@ -211,72 +220,40 @@ def _copy_cast(out, t):
     return out.to(t.device).to(t.dtype)  # copy_ converts any dtype, across devices
 
 
-def copy_(x, src):
-    """Copy src's values (broadcast, cast, from any device) into x."""
+@op
+def copy_(x, src, non_blocking=False):
+    """Copy src's values (broadcast, cast, from any device) into x (``non_blocking`` is
+    accepted: device work is queued on the current stream anyway)."""
     if not isinstance(src, Tensor):
         src = Tensor._full((), src, x.dtype, x.device)
     return apply_(x, lambda v: src, src, cast=_copy_cast)
 
 
+@op
 def fill_(x, value):
     return copy_(x, value)
 
 
+@op
 def zero_(x):
     return fill_(x, 0)
 
 
-def uniform_(x, a=0.0, b=1.0, generator=None):
-    from ..creation import rand
-    return copy_(x, rand(*x.shape, dtype=x.dtype, device=x.device, generator=generator)
-                 * (b - a) + a)
-
-
-def normal_(x, mean=0.0, std=1.0, generator=None):
-    from ..creation import randn
-    return copy_(x, randn(*x.shape, dtype=x.dtype, device=x.device, generator=generator)
-                 * std + mean)
-
-
-def setitem_(x, index, value):
-    """``x[index] = value`` (basic indexing, or a boolean mask of x's shape): writes through
-    the view ``x[index]``; value is a scalar or a tensor broadcast to the view."""
-    if isinstance(index, Tensor) and index.dtype == np.bool_:
-        if isinstance(value, Tensor) and value.numel() != 1:
-            from .scan import mask_assign_
-            mask_assign_(x, index, value)  # one value per selected element: compaction
-            return
-        # a mask over the leading dims selects whole sub-tensors, as in PyTorch
-        mask = index.reshape(*index.shape, *[1] * (x.ndim - index.ndim))
-        masked_fill_(x, mask, value.reshape(()) if isinstance(value, Tensor) else value)
-        return
-    if isinstance(index, (Tensor, list, np.ndarray)) or (isinstance(index, tuple) and any(
-            isinstance(i, (Tensor, list, np.ndarray)) for i in index)):
-        raise IndexError("minigpu: t[index] = value takes basic indexing (ints, slices, None, "
-                         "...) or a boolean mask; integer-array indices are not supported")
-    recording = is_grad_enabled() and (x.requires_grad or (
-        isinstance(value, Tensor) and value.requires_grad))
-    if recording:
-        copy_(Slice.apply(x, index), value)
-        if x._base is not None:  # x is itself a view: it becomes a window of the new base
-            _set_node(x, ViewOf.apply(x._base, _window_of(x, x._base)).grad_fn, 0)
-        return
-    _, shape, strides, offset = _basic_index_layout(x, index)
-    copy_(x._make_view(shape, strides, offset), value)
-
-
+@op
 def addcmul_(x, tensor1, tensor2, value=1):
     """``x += value * tensor1 * tensor2`` in place."""
     return apply_(x, lambda v: ew.add(v, ew.mul(tensor1, tensor2), alpha=value), tensor1,
                   tensor2)
 
 
+@op
 def addcdiv_(x, tensor1, tensor2, value=1):
     """``x += value * tensor1 / tensor2`` in place."""
     return apply_(x, lambda v: ew.add(v, ew.div(tensor1, tensor2), alpha=value), tensor1,
                   tensor2)
 
 
+@op
 def sqrt_(x):
     """``x = sqrt(x)`` in place."""
     return apply_(x, ew.sqrt)

@@ -13,6 +13,7 @@ from ..autograd import Function
 from ..backends.contract import numel
 from ..tensor import Tensor
 from . import elementwise as ew
+from .registry import op
 from .shape import contiguous
 
 
@@ -49,6 +50,8 @@ class LayerNormFunction(Function):
         return gx, gw, gb, None, None
 
 
+@op(method=False, F=True, module="LayerNorm",
+    example=lambda rng: (rng.standard_normal((3, 4)), (4,)))
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """Normalise over the trailing dims ``normalized_shape`` (an int or a tuple): per row
     ``(x - mean) / sqrt(var + eps) * weight + bias``, the variance biased."""

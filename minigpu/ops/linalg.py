@@ -12,6 +12,7 @@ from ..autograd import Function
 from ..backends.contract import View, contiguous_strides, numel
 from ..tensor import Tensor
 from .common import check_same_device
+from .registry import op
 from .shape import broadcast_shapes, expand_view, sum_to, unsqueeze, squeeze
 
 
@@ -110,6 +111,7 @@ class Addmm(Function):
         return gx, gw, gb
 
 
+@op(method=False)
 def linear(x, weight, bias=None):
     """``x @ weight^T + bias``: a matrix with a bias in one node (``Addmm``); any other case
     (batched input, no bias, mismatched operands: the errors come from there) as a matmul on
@@ -128,6 +130,7 @@ def _shape_str(t):
     return "x".join(str(s) for s in t.shape)
 
 
+@op(mg=True, method=("matmul", "__matmul__"))
 def matmul(a, b):
     if not isinstance(a, Tensor) or not isinstance(b, Tensor):
         raise TypeError("matmul(): both arguments must be Tensors")
@@ -155,12 +158,14 @@ def matmul(a, b):
     return out
 
 
+@op(mg=True)
 def mm(a, b):
     if a.ndim != 2 or b.ndim != 2:
         raise RuntimeError(f"mm(): expected 2-D tensors, got {a.ndim}-D and {b.ndim}-D")
     return matmul(a, b)
 
 
+@op(mg=True)
 def bmm(a, b):
     if a.ndim != 3 or b.ndim != 3:
         raise RuntimeError(f"bmm(): expected 3-D tensors, got {a.ndim}-D and {b.ndim}-D")
@@ -169,6 +174,7 @@ def bmm(a, b):
     return matmul(a, b)
 
 
+@op(mg=True)
 def dot(a, b):
     """The inner product of two 1-D tensors of the same size and dtype."""
     if a.ndim != 1 or b.ndim != 1:

@@ -25,6 +25,7 @@ from ..autograd import Function, no_grad
 from ..tensor import Tensor, int64
 from . import elementwise as ew
 from .common import check_same_device
+from .registry import op
 from .shape import contiguous, stack, sum_to
 from .softmax import _rows, log_softmax
 
@@ -72,6 +73,7 @@ def _warn_broadcast(input, target, stacklevel=3):
                       stacklevel=stacklevel)
 
 
+@op(method=False, F=True, module="MSELoss")
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """Mean squared error; composed of elementwise ops, differentiable in both arguments."""
     reduction = legacy_reduction(size_average, reduce, reduction)
@@ -111,6 +113,7 @@ def _same_size(name, input, target):
                          f"Please ensure they have the same size.")
 
 
+@op(method=False, F=True, module="BCELoss")
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
                          reduction="mean"):
     """BCE on probabilities ``input`` in [0, 1]; logs clamped at -100 like PyTorch."""
@@ -157,6 +160,7 @@ class BCEWithLogits(Function):
         return gx, gt, gpw
 
 
+@op(method=False, F=True, module="BCEWithLogitsLoss")
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None,
                                      reduce=None, reduction="mean", pos_weight=None):
     """BCE on logits (sigmoid fused in, numerically stable); ``pos_weight`` weighs the
@@ -307,6 +311,7 @@ def _finish(loss, coef, reduction, shape):
     return loss.sum() / coef.sum()
 
 
+@op(method=False, F=True, module="CrossEntropyLoss")
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100,
                   reduce=None, reduction="mean", label_smoothing=0.0):
     """``torch.nn.functional.cross_entropy`` on logits: input (N, C), (C,) or
@@ -347,6 +352,7 @@ def _soft_cross_entropy(input, target, weight, reduction, smoothing):
     return _reduce(loss, reduction)
 
 
+@op(method=False, F=True, module="NLLLoss")
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
              reduction="mean"):
     """``torch.nn.functional.nll_loss`` on log-probabilities (e.g. from ``log_softmax``)."""
@@ -375,6 +381,7 @@ def _weighted(loss, weight, input):
     return loss * weight
 
 
+@op(method=False, F=True, module="L1Loss")
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     """Mean absolute error ``|x - t|``; its gradient is ``sign(x - t)`` (0 where x == t).
     With ``weight`` (input's shape), ``'mean'`` is ``sum(w*|x-t|) / sum(w)`` (PyTorch's)."""
@@ -394,6 +401,7 @@ def _quadratic_then_linear(d, threshold, quadratic_scale, linear_scale):
     return ew.where(z < threshold, d * d * quadratic_scale, (z - 0.5 * threshold) * linear_scale)
 
 
+@op(method=False, F=True, module="SmoothL1Loss")
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     """``0.5*(x-t)**2/beta`` where ``|x-t| < beta``, else ``|x-t| - 0.5*beta`` (L1 for
     beta = 0)."""
@@ -406,6 +414,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     return _reduce(_quadratic_then_linear(d, beta, 0.5 / beta, 1.0), reduction)
 
 
+@op(method=False, F=True, module="HuberLoss")
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     """``0.5*(x-t)**2`` where ``|x-t| < delta``, else ``delta*(|x-t| - 0.5*delta)``
     (= ``delta * smooth_l1_loss(beta=delta)``). With ``weight`` (input's shape) the terms are
@@ -417,6 +426,7 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     return _reduce(loss if weight is None else _weighted(loss, weight, input), reduction)
 
 
+@op(method=False, F=True, module="KLDivLoss")
 def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
     """KL divergence with ``input`` log-probabilities: pointwise ``t*(log t - x)`` (0 where
     t == 0, PyTorch's ``xlogy``), or ``exp(t)*(t - x)`` when ``log_target``. ``'batchmean'``

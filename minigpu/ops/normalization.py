@@ -26,6 +26,7 @@ from ..random import default_generator
 from ..tensor import Tensor
 from . import elementwise as ew
 from .common import as_float, check_same_device
+from .registry import op
 
 
 def _channel_shape(x):
@@ -75,6 +76,7 @@ class BatchNormTrain(Function):
         return gx, gw, gb, None
 
 
+@op(method=False, F=True, module="BatchNorm2d")
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
                momentum=0.1, eps=1e-5):
     """``torch.nn.functional.batch_norm`` for (N, C), (N, C, L) or (N, C, H, W) input."""
@@ -114,6 +116,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     return input * scale.reshape(*shape) + shift.reshape(*shape)
 
 
+@op(method=False, F=True, module="Dropout")
 def dropout(input, p=0.5, training=True, inplace=False):
     """Zero each element with probability p and scale the rest by 1/(1-p); identity in eval.
 

@@ -20,6 +20,8 @@ import numbers
 from ..autograd import Function
 from ..backends.contract import conv_out_size, pair
 from ..tensor import Tensor
+from .linalg import matmul
+from .registry import op
 from .shape import contiguous
 
 
@@ -90,6 +92,7 @@ def _batched(input):
     return (input.unsqueeze(0), True) if input.ndim == 3 else (input, False)
 
 
+@op(method=False, F=True, module="MaxPool2d")
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                return_indices=False):
     """``torch.nn.functional.max_pool2d`` (ceil_mode=False, dilation=1)."""
@@ -102,6 +105,7 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     return (out, indices) if return_indices else out
 
 
+@op(method=False, F=True, module="AvgPool2d")
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=True, divisor_override=None):
     """``torch.nn.functional.avg_pool2d`` (ceil_mode=False). ``divisor_override`` divides
@@ -129,6 +133,7 @@ def _averaging_matrix(size, out, like):
     return Tensor._from_array(rows, like.device, like.dtype)
 
 
+@op(method=False, F=True, module="AdaptiveAvgPool2d")
 def adaptive_avg_pool2d(input, output_size):
     """``torch.nn.functional.adaptive_avg_pool2d``; ``None`` in output_size keeps that size."""
     if input.ndim not in (3, 4):
@@ -146,7 +151,6 @@ def adaptive_avg_pool2d(input, output_size):
     if h % oh == 0 and w % ow == 0:
         k = (h // oh, w // ow)
         return avg_pool2d(input, k, k)
-    from .linalg import matmul
     ph = _averaging_matrix(h, oh, input)
     pw = _averaging_matrix(w, ow, input)
     return matmul(matmul(ph, input), pw.mT)

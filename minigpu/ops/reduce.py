@@ -7,6 +7,8 @@ from collections import namedtuple
 
 from ..autograd import SCALAR_TYPES, Function, no_grad
 from ..tensor import Tensor
+from . import elementwise as ew
+from .registry import op
 from .shape import normalize_dim, normalize_dims, permute, reshape
 
 MaxMin = namedtuple("MaxMin", ["values", "indices"])
@@ -93,6 +95,7 @@ class ArgExtreme(Function):
         return permute(moved, *inverse), None, None, None
 
 
+@op(mg=True)
 def sum(x, dim=None, keepdim=False, dtype=None):
     if dtype is not None:
         x = x.to(dtype)
@@ -104,6 +107,7 @@ def sum(x, dim=None, keepdim=False, dtype=None):
     return Sum.apply(x, dims, keepdim)
 
 
+@op(mg=True)
 def mean(x, dim=None, keepdim=False):
     if x.dtype.kind != "f":
         raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be either a "
@@ -122,8 +126,7 @@ def _extreme(x, op, dim, keepdim):
                                f"== 0. Specify the reduction dim with the 'dim' argument.")
         return Extreme.apply(x, op, tuple(range(x.ndim)), False) if x.ndim else x
     if isinstance(dim, Tensor):
-        from .elementwise import maximum, minimum
-        return (maximum if op == "max" else minimum)(x, dim)
+        return (ew.maximum if op == "max" else ew.minimum)(x, dim)
     d = normalize_dim(dim, x.ndim)
     _check_nonempty(x, (d,), op)
     if x.ndim == 0:
@@ -131,11 +134,13 @@ def _extreme(x, op, dim, keepdim):
     return MaxMin(*ArgExtreme.apply(x, op, d, keepdim))
 
 
+@op(mg=True)
 def max(x, dim=None, keepdim=False):
     """max() of all elements, max(dim) -> (values, indices), or max(other) elementwise."""
     return _extreme(x, "max", dim, keepdim)
 
 
+@op(mg=True)
 def min(x, dim=None, keepdim=False):
     return _extreme(x, "min", dim, keepdim)
 
@@ -150,14 +155,17 @@ def _arg(x, op, dim, keepdim):
     return ArgExtreme.apply(x.detach(), op, d, keepdim)[1]
 
 
+@op(mg=True)
 def argmax(x, dim=None, keepdim=False):
     return _arg(x, "max", dim, keepdim)
 
 
+@op(mg=True)
 def argmin(x, dim=None, keepdim=False):
     return _arg(x, "min", dim, keepdim)
 
 
+@op(mg=True)
 def var(x, dim=None, correction=1, keepdim=False, unbiased=None):
     if unbiased is not None:
         correction = 1 if unbiased else 0
@@ -169,9 +177,9 @@ def var(x, dim=None, correction=1, keepdim=False, unbiased=None):
     return sum(centred * centred, dims, keepdim) / builtins.max(count - correction, 0)
 
 
+@op(mg=True)
 def std(x, dim=None, correction=1, keepdim=False, unbiased=None):
-    from .elementwise import sqrt
-    return sqrt(var(x, dim, correction, keepdim, unbiased))
+    return ew.sqrt(var(x, dim, correction, keepdim, unbiased))
 
 
 # --- vector norms and allclose -----------------------------------------------------------------
@@ -181,30 +189,29 @@ class NormP(Function):
     origin instead of 0/0)."""
 
     def forward(self, x, p, dims, keepdim):
-        from .elementwise import abs, sqrt
         self.p, self.dims = p, dims
-        y = sqrt(sum(x * x, dims, keepdim)) if p == 2 else \
-            sum(abs(x) ** p, dims, keepdim) ** (1.0 / p)
+        y = ew.sqrt(sum(x * x, dims, keepdim)) if p == 2 else \
+            sum(ew.abs(x) ** p, dims, keepdim) ** (1.0 / p)
         self.save_for_backward(x, y)
         return y
 
     def backward(self, g):
-        from .elementwise import abs, sign, where
         x, y = self.saved_tensors
         kept = _kept_shape(x.shape, self.dims)
         y, g = reshape(y, *kept), reshape(g, *kept)
         nil = Tensor._full((), 0, y.dtype, y.device)
         if self.p == 2:
-            return x * where(y == 0, nil, g / y), None, None, None
-        scale = where(y == 0, nil, g / y ** (self.p - 1))
-        return where(x == 0, nil, sign(x) * abs(x) ** (self.p - 1)) * scale, None, None, None
+            return x * ew.where(y == 0, nil, g / y), None, None, None
+        scale = ew.where(y == 0, nil, g / y ** (self.p - 1))
+        return (ew.where(x == 0, nil, ew.sign(x) * ew.abs(x) ** (self.p - 1)) * scale, None,
+                None, None)
 
 
+@op(mg=True)
 def norm(x, p="fro", dim=None, keepdim=False, dtype=None):
     """The vector p-norm of x over ``dim`` (all elements when None): p = 2 and 'fro' (the
     default), 1, inf, -inf, 0 (the count of non-zeros) or any other number
     (``sum(|x|**p)**(1/p)``). Differentiable; for p > 0 the gradient at 0 is 0, as in PyTorch."""
-    from .elementwise import abs
     if dtype is not None:
         x = x.to(dtype)
     if x.dtype.kind != "f":
@@ -219,26 +226,27 @@ def norm(x, p="fro", dim=None, keepdim=False, dtype=None):
         x, keepdim = reshape(x, 1), False
     dims = normalize_dims(dim, x.ndim)
     if p == 1:
-        return sum(abs(x), dims, keepdim)
+        return sum(ew.abs(x), dims, keepdim)
     if p in (math.inf, -math.inf):
         _check_nonempty(x, dims, "linalg.vector_norm")
-        return Extreme.apply(abs(x), "max" if p > 0 else "min", dims, keepdim)
+        return Extreme.apply(ew.abs(x), "max" if p > 0 else "min", dims, keepdim)
     if p == 0:
         return sum((x != 0).to(x.dtype), dims, keepdim)
     if p < 0:  # a sum of negative powers: no subgradient question (|x| = 0 gives inf)
-        return sum(abs(x) ** p, dims, keepdim) ** (1.0 / p)
+        return sum(ew.abs(x) ** p, dims, keepdim) ** (1.0 / p)
     return NormP.apply(x, p, dims, keepdim)
 
 
+@op(mg=True)
 def allclose(x, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     """True when every ``|x - other| <= atol + rtol * |other|`` (broadcast); infinities must
     match exactly; NaNs count as equal only with ``equal_nan``."""
-    from .elementwise import abs
     if x.dtype != other.dtype:
         raise RuntimeError(f"{SCALAR_TYPES[str(x.dtype)]} did not match "
                            f"{SCALAR_TYPES[str(other.dtype)]}")
     with no_grad():
-        within = (abs(x - other) <= atol + rtol * abs(other)).long() * (abs(other) != math.inf)
+        within = ((ew.abs(x - other) <= atol + rtol * ew.abs(other)).long()
+                  * (ew.abs(other) != math.inf))
         close = (x == other).long() + within  # or: > 0
         if equal_nan:
             close = close + (x != x).long() * (other != other).long()
@@ -253,28 +261,30 @@ def _extremes(x, op, dim, keepdim):
     return Extreme.apply(x, op, dims, keepdim)
 
 
+@op(mg=True)
 def amax(x, dim=(), keepdim=False):
     """The maximum over ``dim`` (an int or a tuple; ``()``: every dim). Unlike ``max(dim)``
     it returns no indices, and its gradient is shared equally among tied maxima."""
     return _extremes(x, "max", dim, keepdim)
 
 
+@op(mg=True)
 def amin(x, dim=(), keepdim=False):
     """The minimum over ``dim`` (an int or a tuple; ``()``: every dim), ties sharing the
     gradient."""
     return _extremes(x, "min", dim, keepdim)
 
 
+@op(mg=True, example=lambda rng: (rng.standard_normal((3, 4)), 1))
 def logsumexp(x, dim, keepdim=False):
     """``log(sum(exp(x), dim))`` computed stably: the maximum is taken out first (and kept
     out of the gradient: d/dx is softmax(x) whatever it is); infinite maxima are left in."""
-    from .elementwise import where
     if x.dtype.kind != "f":
         x = x.float()  # torch: integer inputs give a float result
     dims = normalize_dims(dim, x.ndim)
     if x.numel() == 0:
         return sum(x.exp(), dims, keepdim).log()
     m = amax(x.detach(), dims, keepdim=True)
-    m = where(m.isinf(), m.new_zeros(()), m)
+    m = ew.where(m.isinf(), m.new_zeros(()), m)
     out = sum((x - m).exp(), dims, keepdim=True).log() + m
     return out if keepdim else reshape(out, *_reduced_shape(x.shape, dims, False))

@@ -29,6 +29,7 @@ from ..autograd import Function
 from ..backends.contract import View, dense
 from ..tensor import Tensor
 from .common import check_same_device
+from .registry import op
 
 
 # --- view helpers --------------------------------------------------------------------------------
@@ -377,6 +378,7 @@ class EmbeddingFunction(Function):
         return Tensor._dense(out, (self.rows, d), g.device), None, None
 
 
+@op(method=False, F=True, module="Embedding")
 def embedding(input, weight, padding_idx=None):
     """``torch.nn.functional.embedding``: rows of ``weight`` (V, D) picked by an integer tensor
     of any shape -> (*input.shape, D). ``padding_idx`` rows get no gradient."""

@@ -20,7 +20,12 @@ import numpy as np
 from ..autograd import Function, no_grad
 from ..tensor import Tensor, int64
 from .common import check_same_device
-from .shape import expand, normalize_dim, reshape
+from .elementwise import where
+from .indexing import scatter_add
+from .inplace import apply_
+from .registry import op
+from .shape import broadcast_shapes, cat, expand, normalize_dim, reshape, stack
+from .sort import sort
 
 
 def _scan(x: Tensor, op, dim, exclusive=False, reverse=False) -> Tensor:
@@ -46,7 +51,6 @@ class Scan(Function):
 
 def cumprod_grad(x, y, g, dim):
     """PyTorch's gradient of ``y = cumprod(x, dim)``, zeros included (module docstring)."""
-    from .elementwise import where
     zero = (x == 0).long()
     zeros_so_far = _scan(zero, "sum", dim)   # inclusive count of zeros
     before = zeros_so_far == 0               # before the first zero
@@ -68,6 +72,7 @@ def _scan_dtype(x, dtype):
     return x.to(int64) if x.dtype.kind in "biu" else x  # like PyTorch: integers accumulate in long
 
 
+@op(mg=True)
 def cumsum(x, dim, dtype=None):
     """Cumulative sum along ``dim``: ``out[..., k, ...] = x[..., :k+1, ...].sum(dim)``."""
     x = _scan_dtype(x, dtype)
@@ -76,6 +81,7 @@ def cumsum(x, dim, dtype=None):
     return Scan.apply(x, "sum", normalize_dim(dim, x.ndim))
 
 
+@op(mg=True)
 def cumprod(x, dim, dtype=None):
     """Cumulative product along ``dim``; differentiable, zeros included."""
     x = _scan_dtype(x, dtype)
@@ -107,6 +113,7 @@ class Prod(Function):
         return expand(reshape(g, *kept), *x.shape) * others, None, None
 
 
+@op(mg=True)
 def prod(x, dim=None, keepdim=False, dtype=None):
     """Product of all elements, or along ``dim`` (``keepdim`` keeps it as size 1)."""
     x = _scan_dtype(x, dtype)
@@ -169,9 +176,9 @@ def mask_index(x, mask):
     return reshape(picked, -1, *x.shape[mask.ndim:])
 
 
+@op(mg=True)
 def masked_select(x, mask):
     """The elements of x where the (broadcast) mask is True, as a 1-D tensor."""
-    from .shape import broadcast_shapes
     if not isinstance(mask, Tensor) or mask.dtype != np.bool_:
         raise RuntimeError("masked_select: expected BoolTensor for mask")
     shape = broadcast_shapes(x.shape, mask.shape)
@@ -181,8 +188,6 @@ def masked_select(x, mask):
 def mask_assign_(x, mask, value):
     """``x[mask] = value`` for a tensor value of ``count`` elements (or broadcastable to
     ``(count, *x.shape[mask.ndim:])``): in place, through ``inplace.apply_``."""
-    from .elementwise import where
-    from .inplace import apply_
     full = _full_mask(x, mask)
     with no_grad():
         count = int(mask.long().sum().item())
@@ -195,12 +200,12 @@ def mask_assign_(x, mask, value):
     return apply_(x, lambda v: where(full, MaskedScatter.apply(full, src), v), value)
 
 
+@op(mg=True)
 def nonzero(x, *, as_tuple=False):
     """The indices of the non-zero elements of x, in row-major order: a ``(count, x.ndim)``
     int64 tensor, or with ``as_tuple`` one 1-D tensor per dim. Composed on the device: each
     dim's coordinate grid, masked_select-ed by ``x != 0`` (the count is the one host sync,
     as in PyTorch)."""
-    from .shape import stack
     if not x.ndim and not as_tuple:  # torch: (1, 0) or (0, 0)
         count = int((x != 0).item())
         return Tensor._from_array(np.zeros((count, 0), np.int64), x.device)
@@ -214,15 +219,13 @@ def nonzero(x, *, as_tuple=False):
     return tuple(coords) if as_tuple else stack(coords, 1)
 
 
+@op(mg=True)
 def unique(x, sorted=True, return_inverse=False, return_counts=False, dim=None):
     """The distinct values of x (flattened), ascending; with ``return_inverse`` each element's
     index into them (x's shape), with ``return_counts`` how often each occurs. Composed on the
     device: sort, mark each sorted element that differs from its predecessor, masked_select
     the marked values; the inverse is the running count of marks scattered back through the
     sort's permutation, the counts the gaps between marked positions."""
-    from .indexing import scatter_add
-    from .shape import cat
-    from .sort import sort
     if dim is not None:
         raise NotImplementedError("unique(dim=...) is not supported by minigpu: only the "
                                   "flattened form (dim=None)")

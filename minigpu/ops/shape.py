@@ -13,20 +13,9 @@ import numpy as np
 
 from ..autograd import Function
 from ..backends.contract import View, contiguous_strides, numel
-from ..tensor import Device, Tensor
-from ..tensor_types import check_memory_format
+from ..tensor import Device, Tensor, check_memory_format, normalize_dim
 from .common import check_same_device
-
-
-def normalize_dim(dim, ndim):
-    """A non-negative dim index, with PyTorch's error for out-of-range values."""
-    if type(dim) is not int and not isinstance(dim, (numbers.Integral, np.integer)):
-        raise TypeError(f"dim must be an int, got {type(dim).__name__}")
-    lo, hi = (-ndim, ndim - 1) if ndim else (-1, 0)
-    if not lo <= dim <= hi:
-        raise IndexError(f"Dimension out of range (expected to be in range of [{lo}, {hi}], "
-                         f"but got {dim})")
-    return int(dim) % max(ndim, 1)
+from .registry import op
 
 
 def normalize_dims(dims, ndim):
@@ -86,7 +75,8 @@ def expand_strides(shape, strides, target) -> tuple:
 
 
 def sum_to(g: Tensor, shape) -> Tensor:
-    """Undo broadcasting: sum g over the dims along which ``shape`` was expanded."""
+    """Undo broadcasting: sum g over the dims along which ``shape`` was expanded (``g.sum``: the
+    reductions sit above this module, their backward expands with it)."""
     if g.shape == shape:  # the common case: nothing was broadcast
         return g
     shape = tuple(shape)
@@ -95,7 +85,7 @@ def sum_to(g: Tensor, shape) -> Tensor:
     lead = g.ndim - len(shape)
     dims = tuple(range(lead)) + tuple(
         lead + i for i, s in enumerate(shape) if s == 1 and g.shape[lead + i] != 1)
-    return reduce.sum(g, dims).reshape(shape) if dims else g.reshape(shape)
+    return g.sum(dims).reshape(shape) if dims else g.reshape(shape)
 
 
 def _strided(t: Tensor, shape, strides, offset) -> Tensor:
@@ -205,6 +195,7 @@ class Cat(Function):
 
 
 # --- user-facing functions ----------------------------------------------------------------------
+@op(mg=True)
 def permute(x, *dims):
     if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
         dims = tuple(dims[0])
@@ -217,6 +208,7 @@ def permute(x, *dims):
     return Permute.apply(x, dims)
 
 
+@op(mg=True)
 def transpose(x, dim0, dim1):
     if type(dim0) is not int or type(dim1) is not int:  # other types are checked uncached
         dim0, dim1 = normalize_dim(dim0, x.ndim), normalize_dim(dim1, x.ndim)
@@ -233,6 +225,7 @@ def _swapped_dims(ndim, dim0, dim1):
     return tuple(dims)
 
 
+@op
 def t(x):
     if x.ndim > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {x.ndim}D")
@@ -255,11 +248,13 @@ def _infer_shape(shape, n):
     return tuple(shape)
 
 
+@op(mg=True)
 def reshape(x, *shape):
     shape = _infer_shape(shape, x.numel())
     return x if shape == tuple(x.shape) else Reshape.apply(x, shape)
 
 
+@op
 def view(x, *shape):
     if not x.is_contiguous():
         raise RuntimeError("view size is not compatible with input tensor's size and stride "
@@ -268,14 +263,17 @@ def view(x, *shape):
     return reshape(x, *shape)
 
 
+@op
 def view_as(x, other):
     return view(x, *other.shape)
 
 
+@op
 def reshape_as(x, other):
     return reshape(x, *other.shape)
 
 
+@op(mg=True)
 def flatten(x, start_dim=0, end_dim=-1):
     if x.ndim == 0:
         return reshape(x, 1)
@@ -285,6 +283,7 @@ def flatten(x, start_dim=0, end_dim=-1):
     return reshape(x, *x.shape[:s], numel(x.shape[s:e + 1]), *x.shape[e + 1:])
 
 
+@op(mg=True)
 def squeeze(x, dim=None):
     if dim is None:
         return reshape(x, *[s for s in x.shape if s != 1])
@@ -292,11 +291,13 @@ def squeeze(x, dim=None):
     return reshape(x, *[s for i, s in enumerate(x.shape) if not (i in dims and s == 1)])
 
 
+@op(mg=True)
 def unsqueeze(x, dim):
     d = normalize_dim(dim, x.ndim + 1)
     return reshape(x, *x.shape[:d], 1, *x.shape[d:])
 
 
+@op
 def expand(x, *shape):
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
@@ -308,10 +309,12 @@ def expand(x, *shape):
     return x if shape == tuple(x.shape) else Expand.apply(x, shape)
 
 
+@op
 def expand_as(x, other):
     return expand(x, *other.shape)
 
 
+@op
 def repeat(x, *sizes):
     if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
         sizes = tuple(sizes[0])
@@ -325,6 +328,7 @@ def repeat(x, *sizes):
     return reshape(tiled, *[r * s for r, s in zip(sizes, x.shape)])
 
 
+@op
 def contiguous(x, memory_format=None):
     """x itself when row-major, else a row-major copy (``memory_format``: PyTorch's argument,
     row-major formats only)."""
@@ -332,16 +336,18 @@ def contiguous(x, memory_format=None):
     return x if x.is_contiguous() else Clone.apply(x)
 
 
+@op
 def clone(x, *, memory_format=None):
     """A copy with its own dense buffer (differentiable); always row-major."""
     check_memory_format("clone", memory_format)
     return Clone.apply(x)
 
 
+@op
 def narrow(x, dim, start, length):
     index = [slice(None)] * x.ndim
     index[dim] = slice(start, start + length)
-    return getitem(x, tuple(index))
+    return Slice.apply(x, tuple(index))
 
 
 def _basic_index_layout(x, index):
@@ -387,20 +393,7 @@ def _basic_index_layout(x, index):
     return len(shape), tuple(shape), tuple(strides), offset
 
 
-def getitem(x, index):
-    from .indexing import index_select
-    if isinstance(index, Tensor):
-        if index.dtype == np.bool_:
-            from .scan import mask_index
-            return mask_index(x, index)
-        if index.dtype.kind in "iu" and index.ndim <= 1:
-            return index_select(x, 0, index)
-        raise IndexError("only 1-D integer tensors are supported as tensor indices")
-    if isinstance(index, (list, np.ndarray)):
-        return getitem(x, Tensor._from_array(np.asarray(index, dtype=np.int64), x.device))
-    return Slice.apply(x, index)
-
-
+@op(method=False, mg=True)
 def cat(tensors, dim=0):
     tensors = list(tensors)
     if not tensors:
@@ -418,6 +411,7 @@ def cat(tensors, dim=0):
     return Cat.apply(d, *[t.to(dtype) for t in tensors])
 
 
+@op(method=False, mg=True)
 def stack(tensors, dim=0):
     tensors = list(tensors)
     if not tensors:
@@ -431,6 +425,7 @@ def stack(tensors, dim=0):
     return cat([unsqueeze(t, d) for t in tensors], d)
 
 
+@op(mg=True)
 def split(x, split_size, dim=0):
     d = normalize_dim(dim, x.ndim)
     size = x.shape[d]
@@ -447,16 +442,13 @@ def split(x, split_size, dim=0):
     return tuple(out)
 
 
+@op(mg=True)
 def chunk(x, chunks, dim=0):
     size = x.shape[normalize_dim(dim, x.ndim)]
     return split(x, max(1, -(-size // chunks)), dim)
 
 
+@op
 def unbind(x, dim=0):
     d = normalize_dim(dim, x.ndim)
-    return tuple(getitem(x, (slice(None),) * d + (i,)) for i in range(x.shape[d]))
-
-
-# ``reduce`` imports this module: imported last, once everything it needs from here exists (a
-# module attribute then, not an import statement per ``sum_to`` call).
-from . import reduce  # noqa: E402
+    return tuple(Slice.apply(x, (slice(None),) * d + (i,)) for i in range(x.shape[d]))

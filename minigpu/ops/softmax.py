@@ -4,6 +4,7 @@ from __future__ import annotations
 from ..autograd import Function
 from ..tensor import Tensor
 from .common import as_float
+from .registry import op
 from .shape import contiguous, normalize_dim, transpose
 
 
@@ -41,9 +42,11 @@ def _along(x, dim, log):
     return transpose(Softmax.apply(transpose(x, d, last), log), d, last)
 
 
+@op(mg=True, module="Softmax")
 def softmax(x, dim=-1):
     return _along(x, dim, False)
 
 
+@op(mg=True, module="LogSoftmax")
 def log_softmax(x, dim=-1):
     return _along(x, dim, True)

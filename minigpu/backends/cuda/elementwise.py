@@ -443,12 +443,25 @@ def binary_clamp_grad(x, y, a, b):
     return x if (y >= a and y <= b) else float32(0)
 
 
-UNARY = {name: globals()[f"unary_{name}"] for name in ("identity", *UNARY_OPS)}
-"""Unary op name -> device function ``unary_<name>``: every op of the table
-(``backends/optable.py``), and ``identity`` (``convert``)."""
+def _device_function(kind, op):
+    """The device function of a table op: ``<kind>_<name>`` written above, else the entry's
+    one-element ``scalar`` form compiled as a device function (the op is then written once)."""
+    written = globals().get(f"{kind}_{op.name}")
+    if written is not None:
+        return written
+    if op.scalar is None:
+        raise NotImplementedError(f"table op {op.name!r}: no {kind}_{op.name} device function "
+                                  f"and no scalar form in backends/optable.py")
+    return cuda.jit(device=True)(op.scalar)
 
-BINARY = {name: globals()[f"binary_{name}"] for name in BINARY_OPS}
-"""Binary op name -> device function ``binary_<name>``."""
+
+UNARY = {"identity": unary_identity,
+         **{op.name: _device_function("unary", op) for op in optable.UNARY}}
+"""Unary op name -> device function: every op of the table (``backends/optable.py``), and
+``identity`` (``convert``)."""
+
+BINARY = {op.name: _device_function("binary", op) for op in optable.BINARY}
+"""Binary op name -> device function."""
 
 
 # --- kernel bodies (one per arity and path), instantiated per op by map_kernel ----------------
@@ -568,9 +581,10 @@ def _map_kernel_specs(k, x):
             "arithmetic on that slow path only)")
     unary = ("relu", "exp", "tanh", "sigmoid", "leaky_relu", "sin", "cos", "log1p", "expm1",
              "floor", "ceil", "round", "trunc", "isnan", "isinf", "gelu", "gelu_tanh", "silu",
-             "softplus", "elu")
+             "softplus", "elu", *(op.name for op in optable.UNARY if op.scalar))
     binary = ("add", "relu_grad", "floor_divide", "remainder", "gelu_grad", "gelu_tanh_grad",
-              "silu_grad", "softplus_grad", "elu_grad")
+              "silu_grad", "softplus_grad", "elu_grad",
+              *(op.name for op in optable.BINARY if op.scalar))
     specs = [KernelSpec(f"unary_dense[{op}]", k("unary", op, "dense"),
                         (x.f, 0, x.b8 if op in ("isnan", "isinf") else x.f, x.s, x.s), x.block,
                         f64_reason=trig if op in ("sin", "cos") else "") for op in unary]
