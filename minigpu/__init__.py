@@ -25,8 +25,10 @@ from .interop import from_dlpack
 from .ops.registry import exported as _exported
 from .random import Generator, default_generator, initial_seed, manual_seed
 from .serialization import load, save
-from .tensor import Device, Size, Tensor, bool_ as bool, device, float32
-from .tensor import float64, int64, long
+from .amp import autocast
+from .dtypes import promote_types, result_type
+from .tensor import Device, Size, Tensor, bool_ as bool, device, float16, float32, float64
+from .tensor import int8, int16, int32, int64, long, uint8
 from .tensor import channels_last, contiguous_format, memory_format, preserve_format
 from .tensor_types import BoolTensor, DoubleTensor, FloatTensor, LongTensor
 
@@ -40,5 +42,8 @@ def is_tensor(obj) -> bool:
     return isinstance(obj, Tensor)
 
 double = float64
+half = float16
+short = int16
+int = int32  # last: from here on ``int`` in this module is torch.int
 
 __version__ = "0.1.0"

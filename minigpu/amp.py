@@ -7,9 +7,11 @@ a step whose gradients overflowed (inf or NaN) is skipped and the scale halved; 
 """
 from __future__ import annotations
 
+import functools
 import math
+import warnings
 
-from . import autograd
+from . import autograd, dtypes
 
 _READY, _UNSCALED, _STEPPED = 0, 1, 2
 
@@ -141,3 +143,62 @@ class GradScaler:
         self._backoff_factor = float(state_dict["backoff_factor"])
         self._growth_interval = int(state_dict["growth_interval"])
         self._growth_tracker = int(state_dict["_growth_tracker"])
+
+
+class autocast:
+    """``with mg.autocast("cuda"):`` runs the ops of ``dtypes.AUTOCAST_LOWER`` (matmul, linear,
+    convolutions, attention) in float16 and those of ``dtypes.AUTOCAST_FLOAT32`` (reductions,
+    softmax, norms, losses, overflow-prone math) in float32, as ``torch.autocast``; other ops
+    run in their inputs' promoted dtype. Also a decorator. Regions nest, per thread."""
+
+    def __init__(self, device_type, dtype=None, enabled=True, cache_enabled=None):
+        if device_type not in ("cpu", "cuda"):
+            raise RuntimeError(f"User specified an unsupported autocast device_type "
+                               f"'{device_type}'")
+        if dtype is None and device_type == "cpu":
+            warnings.warn("torch's CPU autocast runs in bfloat16, which minigpu does not have "
+                          "(see minigpu/dtypes.py): this region runs in float16", UserWarning,
+                          stacklevel=2)
+        dtype = dtypes.float16 if dtype is None else dtypes.to_dtype(dtype)
+        if dtype != dtypes.float16:
+            raise RuntimeError(f"minigpu's autocast runs in float16 only, not {dtype}")
+        self.device_type, self.fast_dtype, self._enabled = device_type, dtype, bool(enabled)
+        self._previous = []
+
+    def __enter__(self):
+        state = dtypes._autocast.dtypes
+        self._previous.append(state.get(self.device_type))
+        if self._enabled:
+            state[self.device_type] = self.fast_dtype
+        else:
+            state.pop(self.device_type, None)
+        return self
+
+    def __exit__(self, *exc):
+        previous = self._previous.pop()
+        state = dtypes._autocast.dtypes
+        if previous is None:
+            state.pop(self.device_type, None)
+        else:
+            state[self.device_type] = previous
+        return False
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def wrapped(*args, **kwargs):
+            with autocast(self.device_type, self.fast_dtype, self._enabled):
+                return fn(*args, **kwargs)
+        return wrapped
+
+
+def is_autocast_available(device_type) -> bool:
+    return device_type in ("cpu", "cuda")
+
+
+def is_autocast_enabled(device_type="cuda") -> bool:
+    return dtypes.autocast_dtype(device_type) is not None
+
+
+def get_autocast_dtype(device_type):
+    """The dtype autocast uses on ``device_type`` (float16: minigpu has no bfloat16)."""
+    return dtypes.autocast_dtype(device_type) or dtypes.float16

@@ -31,8 +31,10 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
     if isinstance(data, Tensor):
         data = data.detach().numpy()
     array = np.asarray(data)
-    if dtype is None:
-        if array.dtype.kind == "f" and not isinstance(data, np.ndarray):
+    if dtype is None and not isinstance(data, (np.ndarray, np.generic)):
+        # Python data: floats are float32 (the default dtype) and ints int64, as in PyTorch;
+        # NumPy arrays and scalars keep their dtype.
+        if array.dtype.kind == "f":
             dtype = float32
         elif array.dtype.kind in "iu":
             dtype = int64
@@ -55,19 +57,16 @@ def as_tensor(data, dtype=None, device=None):
     return tensor(data, dtype, device)
 
 
-_NUMPY_KINDS = ("float64, float32, float16, int64, int32, int16, int8, uint8 and bool "
-                "(minigpu keeps float32, float64, int64 and bool, and widens the others)")
+_NUMPY_KINDS = "float64, float32, float16, int64, int32, int16, int8, uint8, and bool"
 
 
 def from_numpy(array):
     """A cpu tensor on ``array``'s memory, as ``torch.from_numpy``: a write through either is
-    seen by the other (a write through NumPy is invisible to autograd, as in PyTorch).
-
-    Dtypes minigpu does not have yet (uint8, int8, int16, int32, float16) are widened to
-    int64 / float32, which copies."""
+    seen by the other (a write through NumPy is invisible to autograd, as in PyTorch), and of
+    its dtype."""
     if not isinstance(array, np.ndarray):
         raise TypeError(f"expected np.ndarray (got {type(array).__name__})")
-    if array.dtype.kind not in "fiub":
+    if array.dtype not in _DTYPES:
         raise TypeError(f"can't convert np.ndarray of type numpy.{array.dtype.type.__name__}. "
                         f"The only supported types are: {_NUMPY_KINDS}.")
     if any(s < 0 for s in array.strides):
@@ -76,8 +75,7 @@ def from_numpy(array):
                          "probably work around this by making a copy of your array with "
                          "array.copy().)")
     item = array.itemsize
-    if (array.dtype not in _DTYPES or not array.flags.writeable
-            or any(s % item for s in array.strides)):
+    if not array.flags.writeable or any(s % item for s in array.strides):
         if not array.flags.writeable:
             warnings.warn("The given NumPy array is not writable, and minigpu does not support "
                           "non-writable tensors: the tensor is a copy of it.", UserWarning,

@@ -18,6 +18,7 @@ float then brings the default dtype (float32), a Python int int64.
 from __future__ import annotations
 
 import numbers
+import threading
 
 import numpy as np
 
@@ -39,6 +40,12 @@ TORCH_NAMES = {
     int64: "int64", float16: "float16", float32: "float32", float64: "float64",
 }
 """The name ``torch.<name>`` has for each dtype (what ``repr`` and errors print)."""
+
+SCALAR_NAMES = {
+    bool_: "Bool", uint8: "Byte", int8: "Char", int16: "Short", int32: "Int", int64: "Long",
+    float16: "Half", float32: "Float", float64: "Double",
+}
+"""PyTorch's ScalarType name of each dtype, as its error messages print them (``'Long'``)."""
 
 ALIASES = {"half": float16, "float": float32, "double": float64, "short": int16,
            "int": int32, "long": int64}
@@ -133,3 +140,50 @@ def result_type(*operands):
     if dims is None and zero_dim is None and scalars is None:
         raise TypeError("result_type() needs at least one operand")
     return _combine(dims, _combine(zero_dim, scalars))
+
+
+class _AutocastState(threading.local):
+    """Per thread, as in PyTorch: ``{device type: dtype}`` of the autocast regions entered."""
+
+    def __init__(self):
+        self.dtypes = {}
+
+
+_autocast = _AutocastState()
+
+AUTOCAST_LOWER = frozenset({"matmul", "mm", "bmm", "linear", "conv1d", "conv2d",
+                            "conv_transpose1d", "conv_transpose2d", "addmm", "baddbmm",
+                            "scaled_dot_product_attention", "lstm_cell", "gru_cell",
+                            "rnn_tanh_cell", "rnn_relu_cell", "prelu"})
+"""The ops an autocast region runs in its lower precision (PyTorch's CUDA list)."""
+
+AUTOCAST_FLOAT32 = frozenset({
+    "exp", "expm1", "log", "log1p", "pow", "rsqrt", "reciprocal", "softplus", "softmax",
+    "log_softmax", "layer_norm", "group_norm", "norm", "normalize", "cosine_similarity",
+    "sum", "prod", "cumsum", "cumprod", "logsumexp", "cross_entropy", "nll_loss", "mse_loss",
+    "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div", "binary_cross_entropy_with_logits",
+    "cosine_embedding_loss", "margin_ranking_loss", "soft_margin_loss", "poisson_nll_loss"})
+"""The ops an autocast region runs in float32 (PyTorch's CUDA list: overflow-prone math,
+reductions and losses)."""
+
+
+def autocast_dtype(device_type):
+    """The dtype of the innermost autocast region for ``device_type``, or None outside one."""
+    return _autocast.dtypes.get(device_type)
+
+
+def autocast_cast(op, *tensors):
+    """``tensors`` cast as an autocast region asks for ``op``: float16/float32 tensors to the region's
+    dtype for the ops of ``AUTOCAST_LOWER``, to float32 for those of ``AUTOCAST_FLOAT32``; the
+    same tensors outside a region (the common case: one dict lookup)."""
+    if not _autocast.dtypes:
+        return tensors
+    first = next((t for t in tensors if hasattr(t, "device")), None)
+    low = first is not None and _autocast.dtypes.get(first.device.type)
+    if not low:
+        return tensors
+    target = low if op in AUTOCAST_LOWER else float32 if op in AUTOCAST_FLOAT32 else None
+    if target is None:
+        return tensors
+    return tuple(t.to(target) if hasattr(t, "dtype") and t.dtype in (float16, float32)
+                 and t.dtype != target else t for t in tensors)  # float64 stays, as in torch

@@ -7,7 +7,8 @@ range, plus a ``__metadata__`` dict of strings) and the raw tensor bytes. So:
 - ``mg.save(model.state_dict(), "w.safetensors")`` stores every tensor under its state_dict
   key: ``safetensors.torch.load_file("w.safetensors")`` gives a dict that a PyTorch model's
   ``load_state_dict`` accepts, and ``mg.load`` reads files written by PyTorch's
-  ``safetensors.torch.save_file`` (bfloat16 and float16 weights are widened to float32).
+  ``safetensors.torch.save_file`` (bfloat16 weights are widened to float32: minigpu has no
+  bfloat16, see ``dtypes.py``).
 - A full checkpoint (nested dicts, lists and tuples of tensors, arrays, numbers, strings,
   ``None``: model and optimizer state, epoch, config) keeps its tensors in the file, named by
   their dotted path (``optimizer.state.0.exp_avg``), and its structure as JSON in the metadata

@@ -13,15 +13,13 @@ import weakref
 
 import numpy as np
 
-from . import autograd, backends
+from . import autograd, backends, dtypes
 from .backends.contract import View, is_contiguous, numel, row_major_strides
+from .dtypes import (bool_, float16, float32, float64, int8, int16, int32, int64,  # noqa: F401
+                     uint8)
 
-float32 = np.dtype(np.float32)
-float64 = np.dtype(np.float64)
-int64 = np.dtype(np.int64)
-bool_ = np.dtype(np.bool_)
 long = int64
-_DTYPES = {np.dtype(d) for d in (np.float32, np.float64, np.int64, np.bool_)}
+_DTYPES = frozenset(dtypes.DTYPES)
 
 
 class Size(tuple):
@@ -114,19 +112,7 @@ def normalize_dim(dim, ndim):
     return int(dim) % max(ndim, 1)
 
 
-def _check_dtype(dtype):
-    if dtype is None:
-        return None
-    if dtype is bool:
-        return bool_
-    if dtype is float:
-        return float32
-    if dtype is int:
-        return int64
-    d = np.dtype(dtype)
-    if d not in _DTYPES:
-        raise TypeError(f"minigpu supports float32, float64, int64 and bool tensors, not {d}")
-    return d
+_check_dtype = dtypes.to_dtype
 
 
 class Tensor(autograd.Variable):
@@ -186,7 +172,7 @@ class Tensor(autograd.Variable):
     def _from_array(array, device, dtype=None, requires_grad=False):
         a = np.asarray(array, dtype=_check_dtype(dtype))
         if a.dtype not in _DTYPES:
-            a = a.astype(float32 if a.dtype.kind == "f" else int64)
+            _check_dtype(a.dtype)  # raises, naming the dtypes minigpu has
         dev = Device(device)
         t = Tensor._dense(backends.get(dev.type).from_numpy(a), a.shape, dev)
         return t.requires_grad_(requires_grad) if requires_grad else t
@@ -269,7 +255,7 @@ class Tensor(autograd.Variable):
     # --- autograd ------------------------------------------------------------------------
     def requires_grad_(self, requires_grad=True):
         if requires_grad and self.dtype.kind != "f":
-            raise RuntimeError("Only Tensors of floating point dtype can require gradients")
+            raise RuntimeError("only Tensors of floating point dtype can require gradients")
         if not requires_grad and self.grad_fn is not None:
             raise RuntimeError("you can only change requires_grad flags of leaf variables.")
         self.requires_grad = bool(requires_grad)
@@ -346,8 +332,23 @@ class Tensor(autograd.Variable):
     def double(self):
         return self.to(float64)
 
+    def half(self):
+        return self.to(float16)
+
     def long(self):
         return self.to(int64)
+
+    def int(self):
+        return self.to(int32)
+
+    def short(self):
+        return self.to(int16)
+
+    def char(self):
+        return self.to(int8)
+
+    def byte(self):
+        return self.to(uint8)
 
     def bool(self):
         return self.to(bool_)

@@ -53,7 +53,7 @@ def test_device_ordinals():
     lambda: mg.ones(2, dtype=mg.bool).requires_grad_(),
 ])
 def test_integer_tensors_cannot_require_grad(make):
-    with pytest.raises(RuntimeError, match="^Only Tensors of floating point dtype can require "
+    with pytest.raises(RuntimeError, match="^only Tensors of floating point dtype can require "
                                            "gradients$"):
         make()
 

@@ -238,6 +238,16 @@ BINARY = (
        lambda x, y, a, b: np.remainder(x, y),
        (lambda g, x, y: g, lambda g, x, y: -g * x.floor_divide(y)), method=True,
        float_input=False),
+    # Integer and bool only (``ops/elementwise.py`` refuses floats, as PyTorch): the NumPy
+    # form is also the one-element form the cuda kernel compiles.
+    *(Op(name, f"x {sym} y  (integers and bool; shifts: integers)", form, scalar=form,
+         float_input=False)
+      for name, sym, form in (
+          ("bitwise_and", "&", lambda x, y, a, b: x & y),
+          ("bitwise_or", "|", lambda x, y, a, b: x | y),
+          ("bitwise_xor", "^", lambda x, y, a, b: x ^ y),
+          ("bitwise_left_shift", "<<", lambda x, y, a, b: x << y),
+          ("bitwise_right_shift", ">>", lambda x, y, a, b: x >> y))),
     # Fused backward maps: one pass instead of building a mask and multiplying.
     Op("relu_grad", "x (the upstream grad) where y > 0 else 0   (y = relu input or output)",
        lambda x, y, a, b: np.where(y > 0, x, 0)),

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..tensor import Tensor, float32, int64
+from .. import dtypes
+from ..tensor import Tensor, float32
 
 
 def new(buf, shape, like: Tensor) -> Tensor:
@@ -29,16 +30,13 @@ def check_same_device(*tensors):
 
 
 def promote(a: Tensor, b: Tensor):
-    """Cast two tensors to a common dtype the way PyTorch does (float wins, wider wins)."""
+    """Cast two tensors to their common dtype, PyTorch's ``result_type`` (``dtypes.py``: the
+    higher category wins, then the wider type; a 0-d tensor counts only when it is of a higher
+    category than a tensor with dimensions)."""
     if a.dtype == b.dtype:
         return a, b
-    if a.dtype.kind == "f" and b.dtype.kind == "f":
-        target = np.promote_types(a.dtype, b.dtype)
-    elif a.dtype.kind == "f" or b.dtype.kind == "f":
-        target = a.dtype if a.dtype.kind == "f" else b.dtype
-    else:
-        target = int64
-    return a.to(target), b.to(target)
+    target = dtypes.result_type(a, b)
+    return (a if a.dtype == target else a.to(target)), (b if b.dtype == target else b.to(target))
 
 
 def as_float(x: Tensor) -> Tensor:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from ..autograd import Function
 from ..backends.contract import View, conv_out_size, pair
+from ..dtypes import autocast_cast
 from ..tensor import Tensor
 from .common import check_same_device
 from .registry import op
@@ -83,6 +84,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
            name="conv2d"):
     """``torch.nn.functional.conv2d`` for groups=1: (N,C,H,W) or unbatched (C,H,W) input,
     int or pair stride/padding/dilation, padding also ``'valid'`` or ``'same'``."""
+    input, weight, bias = autocast_cast("conv2d", input, weight, bias)
     x, unbatched = check_conv_args(name, input, weight, bias, groups, transposed=False)
     oc, c, kh, kw = weight.shape
     stride, dilation = pair(stride, "stride"), pair(dilation, "dilation")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from ..autograd import Function
 from ..backends.contract import View, pair
+from ..dtypes import autocast_cast
 from ..tensor import Tensor
 from .conv import check_conv_args
 from .registry import op
@@ -81,6 +82,7 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
     """``torch.nn.functional.conv_transpose2d`` for groups=1: (N,C_in,H,W) or unbatched
     (C_in,H,W) input, weight (C_in, C_out, kH, kW), int or pair stride/padding/
     output_padding/dilation."""
+    input, weight, bias = autocast_cast("conv_transpose2d", input, weight, bias)
     x, unbatched = check_conv_args(name, input, weight, bias, groups, transposed=True)
     kh, kw = weight.shape[2:]
     stride, padding = pair(stride, "stride"), pair(padding, "padding")

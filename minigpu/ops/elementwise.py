@@ -17,6 +17,7 @@ import numbers
 
 import numpy as np
 
+from .. import dtypes
 from ..autograd import Function
 from ..backends import optable
 from ..backends.contract import View
@@ -189,11 +190,13 @@ def tensor_operands(a, b):
 
 
 def _scalar_tensor(value, like):
+    """A Python scalar as a 0-d tensor of the dtype it promotes to with ``like`` (``int8 + 300``
+    stays int8 and wraps around, ``bool + 3`` is int64, ``int + 2.5`` float32: PyTorch's rules)."""
     if not _is_scalar(value):
         raise TypeError(f"unsupported operand type for a Tensor operation: {type(value).__name__}")
-    dtype = like.dtype
-    if isinstance(value, float) and dtype.kind != "f":
-        dtype = float32
+    dtype = dtypes.result_type(like, value)
+    if dtype.kind in "iu":
+        value = np.asarray(value).astype(dtype).item()  # wraps around, as the integer op will
     return Tensor._full((), value, dtype, like.device)
 
 
@@ -282,32 +285,32 @@ def compare(op, a, b):
     return new(a.backend.binary(op, va, vb), shape, a)
 
 
-@op(method=("eq", "__eq__"))
+@op(mg=True, method=("eq", "__eq__"))
 def eq(a, b):
     return compare("eq", a, b)
 
 
-@op(method=("ne", "__ne__"))
+@op(mg=True, method=("ne", "__ne__"))
 def ne(a, b):
     return compare("ne", a, b)
 
 
-@op(method=("gt", "__gt__"))
+@op(mg=True, method=("gt", "__gt__"))
 def gt(a, b):
     return compare("gt", a, b)
 
 
-@op(method=("lt", "__lt__"))
+@op(mg=True, method=("lt", "__lt__"))
 def lt(a, b):
     return compare("lt", a, b)
 
 
-@op(method=("ge", "__ge__"))
+@op(mg=True, method=("ge", "__ge__"))
 def ge(a, b):
     return compare("ge", a, b)
 
 
-@op(method=("le", "__le__"))
+@op(mg=True, method=("le", "__le__"))
 def le(a, b):
     return compare("le", a, b)
 
@@ -392,3 +395,68 @@ def to(self, *args, **kwargs):
     if device is not None and Device(device) != self.device:
         out = ToDevice.apply(out, Device(device))
     return clone(out) if copy and out is self else out
+
+
+# --- bitwise ops: integers and bool, as PyTorch (the maps are table entries) ---------------
+def _bitwise(name, a, b, refuses_bool=False):
+    a, b = tensor_operands(a, b)
+    if a.dtype.kind == "f" or (refuses_bool and a.dtype.kind == "b"):
+        kernel = {"bitwise_left_shift": "lshift", "bitwise_right_shift": "rshift"}.get(name, name)
+        raise RuntimeError(f'"{kernel}_cpu" not implemented for '
+                           f"'{dtypes.SCALAR_NAMES[a.dtype]}'")
+    shape, va, vb = broadcast_views(a, b)
+    return new(a.backend.binary(name, va, vb), shape, a)
+
+
+@op(mg=True, method=("bitwise_and", "__and__", "__rand__"))
+def bitwise_and(a, b):
+    return _bitwise("bitwise_and", a, b)
+
+
+@op(mg=True, method=("bitwise_or", "__or__", "__ror__"))
+def bitwise_or(a, b):
+    return _bitwise("bitwise_or", a, b)
+
+
+@op(mg=True, method=("bitwise_xor", "__xor__", "__rxor__"))
+def bitwise_xor(a, b):
+    return _bitwise("bitwise_xor", a, b)
+
+
+@op(mg=True, method=("bitwise_left_shift", "__lshift__"))
+def bitwise_left_shift(a, b):
+    return _bitwise("bitwise_left_shift", a, b, refuses_bool=True)
+
+
+@op(mg=True, method=("bitwise_right_shift", "__rshift__"))
+def bitwise_right_shift(a, b):
+    return _bitwise("bitwise_right_shift", a, b, refuses_bool=True)
+
+
+@op(mg=True, method=("bitwise_not", "__invert__"))
+def bitwise_not(x):
+    """~x: the complement of each bit (x ^ -1), logical not for bool (x ^ True)."""
+    if x.dtype.kind == "f":
+        raise RuntimeError(f"\"bitwise_not_cpu\" not implemented for "
+                           f"'{dtypes.SCALAR_NAMES[x.dtype]}'")
+    return _bitwise("bitwise_xor", x, True if x.dtype.kind == "b" else -1)
+
+
+@op(mg=True)
+def logical_not(x):
+    return x == 0
+
+
+@op(mg=True)
+def logical_and(a, b):
+    return bitwise_and(a != 0, b != 0)
+
+
+@op(mg=True)
+def logical_or(a, b):
+    return bitwise_or(a != 0, b != 0)
+
+
+@op(mg=True)
+def logical_xor(a, b):
+    return bitwise_xor(a != 0, b != 0)

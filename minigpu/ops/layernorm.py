@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ..autograd import Function
 from ..backends.contract import numel
+from ..dtypes import autocast_cast
 from ..tensor import Tensor
 from . import elementwise as ew
 from .registry import op
@@ -55,6 +56,7 @@ class LayerNormFunction(Function):
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """Normalise over the trailing dims ``normalized_shape`` (an int or a tuple): per row
     ``(x - mean) / sqrt(var + eps) * weight + bias``, the variance biased."""
+    input, weight, bias = autocast_cast("layer_norm", input, weight, bias)
     if isinstance(normalized_shape, int):
         normalized_shape = (normalized_shape,)
     shape = tuple(int(s) for s in normalized_shape)

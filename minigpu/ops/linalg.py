@@ -10,6 +10,7 @@ import functools
 
 from ..autograd import Function
 from ..backends.contract import View, contiguous_strides, numel
+from ..dtypes import autocast_cast
 from ..tensor import Tensor
 from .common import check_same_device
 from .registry import op
@@ -116,6 +117,7 @@ def linear(x, weight, bias=None):
     """``x @ weight^T + bias``: a matrix with a bias in one node (``Addmm``); any other case
     (batched input, no bias, mismatched operands: the errors come from there) as a matmul on
     the transposed view plus a broadcast add."""
+    x, weight, bias = autocast_cast("linear", x, weight, bias)
     if (isinstance(x, Tensor) and isinstance(weight, Tensor) and isinstance(bias, Tensor)
             and len(x.shape) == 2 and len(weight.shape) == 2 and len(bias.shape) == 1
             and x.shape[1] == weight.shape[1] and bias.shape[0] == weight.shape[0]
@@ -132,6 +134,7 @@ def _shape_str(t):
 
 @op(mg=True, method=("matmul", "__matmul__"))
 def matmul(a, b):
+    a, b = autocast_cast("matmul", a, b)
     if not isinstance(a, Tensor) or not isinstance(b, Tensor):
         raise TypeError("matmul(): both arguments must be Tensors")
     check_same_device(a, b)
@@ -142,8 +145,8 @@ def matmul(a, b):
     if a.dtype != b.dtype:
         raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: {a.dtype} != "
                            f"{b.dtype}")
-    if a.dtype.kind != "f":
-        raise RuntimeError(f"matmul is implemented for floating point tensors, got {a.dtype}")
+    if a.dtype.kind == "b":
+        raise RuntimeError('"addmm_impl_cpu_" not implemented for \'Bool\'')
     if a.shape[-1] != b.shape[-2 if ndim_b > 1 else 0]:
         left = _shape_str(a) if ndim_a > 1 else f"1x{a.shape[0]}"
         right = _shape_str(b) if ndim_b > 1 else f"{b.shape[0]}x1"

@@ -22,6 +22,7 @@ from __future__ import annotations
 import warnings
 
 from ..autograd import Function, no_grad
+from ..dtypes import autocast_cast
 from ..tensor import Tensor, int64
 from . import elementwise as ew
 from .common import check_same_device
@@ -76,6 +77,7 @@ def _warn_broadcast(input, target, stacklevel=3):
 @op(method=False, F=True, module="MSELoss")
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """Mean squared error; composed of elementwise ops, differentiable in both arguments."""
+    input, target = autocast_cast("mse_loss", input, target)
     reduction = legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     _check_float("mse_loss", input, target)
@@ -165,6 +167,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
                                      reduce=None, reduction="mean", pos_weight=None):
     """BCE on logits (sigmoid fused in, numerically stable); ``pos_weight`` weighs the
     positive term of each class (broadcast along the last dim)."""
+    input, target = autocast_cast("binary_cross_entropy_with_logits", input, target)
     reduction = legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     _check_float("binary_cross_entropy_with_logits", input, target)
@@ -317,6 +320,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     """``torch.nn.functional.cross_entropy`` on logits: input (N, C), (C,) or
     (N, C, d1, ...); target integer class indices (N,) / () / (N, d1, ...), or class
     probabilities of the input's shape (then composed from ``log_softmax``)."""
+    input, target = autocast_cast("cross_entropy", input, target)
     reduction = legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     _check_float("cross_entropy", input, target)
@@ -356,6 +360,7 @@ def _soft_cross_entropy(input, target, weight, reduction, smoothing):
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
              reduction="mean"):
     """``torch.nn.functional.nll_loss`` on log-probabilities (e.g. from ``log_softmax``)."""
+    input, target = autocast_cast("nll_loss", input, target)
     reduction = legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     _check_float("nll_loss", input, target)
@@ -385,6 +390,7 @@ def _weighted(loss, weight, input):
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     """Mean absolute error ``|x - t|``; its gradient is ``sign(x - t)`` (0 where x == t).
     With ``weight`` (input's shape), ``'mean'`` is ``sum(w*|x-t|) / sum(w)`` (PyTorch's)."""
+    input, target = autocast_cast("l1_loss", input, target)
     reduction = legacy_reduction(size_average, reduce, reduction)
     loss = ew.abs(_regression_diff("l1_loss", input, target, reduction))
     if weight is None:
@@ -405,6 +411,7 @@ def _quadratic_then_linear(d, threshold, quadratic_scale, linear_scale):
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     """``0.5*(x-t)**2/beta`` where ``|x-t| < beta``, else ``|x-t| - 0.5*beta`` (L1 for
     beta = 0)."""
+    input, target = autocast_cast("smooth_l1_loss", input, target)
     reduction = legacy_reduction(size_average, reduce, reduction)
     if beta < 0:
         raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
@@ -419,6 +426,7 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     """``0.5*(x-t)**2`` where ``|x-t| < delta``, else ``delta*(|x-t| - 0.5*delta)``
     (= ``delta * smooth_l1_loss(beta=delta)``). With ``weight`` (input's shape) the terms are
     weighted and ``'mean'`` stays the plain mean (PyTorch's; unlike ``l1_loss``)."""
+    input, target = autocast_cast("huber_loss", input, target)
     if delta <= 0:
         raise RuntimeError("huber_loss does not support non-positive values for delta.")
     d = _regression_diff("huber_loss", input, target, reduction)
@@ -432,6 +440,7 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
     t == 0, PyTorch's ``xlogy``), or ``exp(t)*(t - x)`` when ``log_target``. ``'batchmean'``
     divides the sum by the batch size (the mathematical KL); ``'mean'`` divides by every
     element and warns, as PyTorch does."""
+    input, target = autocast_cast("kl_div", input, target)
     reduction = legacy_reduction(size_average, reduce, reduction)
     if reduction not in ("mean", "sum", "none", "batchmean"):
         raise ValueError(f"{reduction} is not a valid value for reduction")

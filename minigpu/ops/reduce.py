@@ -6,6 +6,7 @@ import math
 from collections import namedtuple
 
 from ..autograd import SCALAR_TYPES, Function, no_grad
+from ..dtypes import SCALAR_NAMES, autocast_cast, float16, int64
 from ..tensor import Tensor
 from . import elementwise as ew
 from .registry import op
@@ -97,10 +98,15 @@ class ArgExtreme(Function):
 
 @op(mg=True)
 def sum(x, dim=None, keepdim=False, dtype=None):
+    """The sum over ``dim`` (all elements by default). As in PyTorch, bool and integer tensors
+    sum in int64, and float16 ones in float32 (one rounding to half at the end)."""
+    (x,) = autocast_cast("sum", x)
     if dtype is not None:
         x = x.to(dtype)
-    if x.dtype.kind == "b":
+    elif x.dtype.kind in "biu" and x.dtype != int64:
         x = x.long()
+    if x.dtype == float16:
+        return sum(x.float(), dim, keepdim).half()
     dims = normalize_dims(dim, x.ndim)
     if not dims:
         return x if x.ndim else x + 0
@@ -111,7 +117,9 @@ def sum(x, dim=None, keepdim=False, dtype=None):
 def mean(x, dim=None, keepdim=False):
     if x.dtype.kind != "f":
         raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be either a "
-                           f"floating point or complex dtype. Got: {x.dtype}")
+                           f"floating point or complex dtype. Got: {SCALAR_NAMES[x.dtype]}")
+    if x.dtype == float16:  # accumulate and divide in float32, round to half once
+        return mean(x.float(), dim, keepdim).half()
     dims = normalize_dims(dim, x.ndim)
     count = 1
     for d in dims:

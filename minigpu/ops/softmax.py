@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..autograd import Function
+from ..dtypes import autocast_cast, float16
 from ..tensor import Tensor
 from .common import as_float
 from .registry import op
@@ -32,7 +33,10 @@ class Softmax(Function):
 
 
 def _along(x, dim, log):
+    (x,) = autocast_cast("log_softmax" if log else "softmax", x)
     x = as_float(x)
+    if x.dtype == float16:  # computed in float32, rounded to half once (as torch)
+        return _along(x.float(), dim, log).half()
     if x.ndim == 0:
         return Softmax.apply(x, log)
     d = normalize_dim(dim, x.ndim)

@@ -142,6 +142,16 @@ def notify_event(event, *args):
 # ----------------------------------------------------------------------------- the proxy
 
 
+
+def _store(a, idx, value):
+    """``a[idx] = value`` as the hardware stores: an integer too wide for an integer element
+    keeps its low bits (a Python int 200 into int8 is -56; NumPy would raise OverflowError)."""
+    try:
+        a[idx] = value
+    except OverflowError:
+        a[idx] = np.array(value).astype(a.dtype)
+
+
 def _plain(x):
     """The NumPy array behind a proxy (recursively in tuples and lists), else ``x``."""
     if type(x) is Array:
@@ -428,7 +438,7 @@ class Array:
         else:
             addr = self._addr(idx)
             if addr is None:
-                self.a[_plain(idx)] = _plain(value)
+                _store(self.a, _plain(idx), _plain(value))
                 return
         if type(value) is Indeterminate:  # judged by the use rule, not by racecheck
             self.a[idx] = self._store_indeterminate(idx, value, addr)
@@ -449,7 +459,7 @@ class Array:
                     self._write(e, rec, idx, value)
                 else:  # the same thread rewriting in the same interval: nothing new
                     e[0] = rec
-        self.a[idx] = value
+        _store(self.a, idx, value)
         if observers:
             self._observe(addr, "store")
 

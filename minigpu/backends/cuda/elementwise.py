@@ -574,6 +574,10 @@ _BODIES = {("unary", "dense"): dense_unary_kernel, ("unary", "strided"): _unary_
 _OPS = {"unary": UNARY, "binary": BINARY}
 
 
+def _integer_only(op):
+    return op.name.startswith("bitwise_")
+
+
 def _map_kernel_specs(k, x):
     """The dense body of every op the report covers, and the strided bodies once each (a
     strided body is the same per op)."""
@@ -584,12 +588,23 @@ def _map_kernel_specs(k, x):
              "softplus", "elu", *(op.name for op in optable.UNARY if op.scalar))
     binary = ("add", "relu_grad", "floor_divide", "remainder", "gelu_grad", "gelu_tanh_grad",
               "silu_grad", "softplus_grad", "elu_grad",
-              *(op.name for op in optable.BINARY if op.scalar))
+              *(op.name for op in optable.BINARY if op.scalar and not _integer_only(op)))
+    integer = [op.name for op in optable.BINARY if _integer_only(op)]
     specs = [KernelSpec(f"unary_dense[{op}]", k("unary", op, "dense"),
                         (x.f, 0, x.b8 if op in ("isnan", "isinf") else x.f, x.s, x.s), x.block,
                         f64_reason=trig if op in ("sin", "cos") else "") for op in unary]
     specs += [KernelSpec(f"binary_dense[{op}]", k("binary", op, "dense"),
                          (x.f, 0, x.f, 0, x.f, x.s, x.s), x.block) for op in binary]
+    specs += [KernelSpec(f"binary_dense[{op}]", k("binary", op, "dense"),
+                         (x.i64, 0, x.i64, 0, x.i64, np.int64(0), np.int64(0)), x.block,
+                         dtype="int64") for op in integer]
+    half, h0 = x.h, np.float16(0)  # half storage: the maps the mixed-precision lesson runs
+    specs += [KernelSpec(f"unary_dense_f16[{op}]", k("unary", op, "dense"),
+                         (half, 0, half, h0, h0), x.block, dtype="float16")
+              for op in ("relu", "exp", "affine", "tanh")]
+    specs += [KernelSpec(f"binary_dense_f16[{op}]", k("binary", op, "dense"),
+                         (half, 0, half, 0, half, h0, h0), x.block, dtype="float16")
+              for op in ("add", "mul", "relu_grad")]
     return specs + [
         KernelSpec("unary_strided[relu]", k("unary", "relu", "strided"),
                    (x.f, x.t2, x.t2, 0, x.f, x.s, x.s), x.block),

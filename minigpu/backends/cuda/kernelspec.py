@@ -46,6 +46,7 @@ EXAMPLES = SimpleNamespace(
     f32=_F32,                          # the dtype a factory takes
     f=np.zeros(1, _F32),               # float32[::1]
     f2=np.zeros((1, 1), _F32),         # float32[:, ::1]
+    h=np.zeros(1, np.float16),         # float16[::1]
     i64=np.zeros(1, np.int64),         # int64[::1]
     b8=np.zeros(1, np.bool_),          # bool[::1]
     s=np.float32(0),                   # a float32 scalar

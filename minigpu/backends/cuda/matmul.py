@@ -52,11 +52,21 @@ PAD = 4  # shared-tile row padding (words): transposed-operand tile stores hit d
     "register_tiled[{BM}x{BN}x{BK},{TM}x{TN}]".format(**PRODUCTION), k(x.f32, **PRODUCTION),
     (x.f, 0, 0, 0, 0, True, x.f, 0, 0, 0, 0, True, x.f, 1, 1, 1, 1),
     (PRODUCTION["BM"] // PRODUCTION["TM"]) * (PRODUCTION["BN"] // PRODUCTION["TN"]),
-    ffma_lds="goal")])
+    ffma_lds="goal"), KernelSpec(  # half storage, float32 accumulation
+    "register_tiled_f16[{BM}x{BN}x{BK},{TM}x{TN}]".format(**PRODUCTION),
+    k(np.dtype(np.float16), **PRODUCTION),
+    (x.h, 0, 0, 0, 0, True, x.h, 0, 0, 0, 0, True, x.h, 1, 1, 1, 1),
+    (PRODUCTION["BM"] // PRODUCTION["TM"]) * (PRODUCTION["BN"] // PRODUCTION["TN"]),
+    dtype="float16")])
 @functools.lru_cache(maxsize=None)
 def matmul_register_tiled_kernel(dtype, BM, BN, BK, TM, TN):
     nbtype = numba_type(dtype)
-    zero = nbtype(0)
+    # float16 operands are stored (global and shared) in half, but multiplied and summed in
+    # float32 registers, as cuBLAS does: half the bytes moved, float32 accuracy in the sum.
+    # (A captured float16 constant is invalid NVVM IR in numba-cuda 0.30, so the zero that
+    # pads the tiles is the accumulator's, converted on the store into the half tile.)
+    acctype = numba_type(np.float32) if np.dtype(dtype) == np.float16 else nbtype
+    zero = acctype(0)
     TY, TX = BM // TM, BN // TN         # threads along M and along N
     THREADS = TX * TY
     assert BM % TM == 0 and BN % TN == 0, "the micro-tile must divide the block tile"
@@ -92,9 +102,9 @@ def matmul_register_tiled_kernel(dtype, BM, BN, BK, TM, TN):
         (int32 operands are promoted), so the index math is 64-bit."""
         As = cuda.shared.array(AS_SHAPE, nbtype)
         Bs = cuda.shared.array(BS_SHAPE, nbtype)
-        acc = cuda.local.array(ACC_SHAPE, nbtype)
-        ra = cuda.local.array(TM, nbtype)
-        rb = cuda.local.array(TN, nbtype)
+        acc = cuda.local.array(ACC_SHAPE, acctype)
+        ra = cuda.local.array(TM, acctype)
+        rb = cuda.local.array(TN, acctype)
         tid = cuda.threadIdx.x
         tx = tid % TX
         ty = tid // TX
