@@ -101,6 +101,17 @@ def hardswish_grad(g, x, y, a, b):
     return g * (inside * (x / 3 + 0.5) + (x > 3).to(g.dtype))
 
 
+def mish_scalar(x, a, b):
+    """x * tanh(log(1 + exp(x))) on one element (exp overflowing to inf gives x, as it should)."""
+    return x * math.tanh(math.log1p(math.exp(x)))
+
+
+def mish_grad(g, x, y, a, b):
+    """g * (t + x * (1 - t^2) * sigmoid(x)), t = tanh(softplus(x))."""
+    t = x.exp().log1p().tanh()
+    return g * (t + x * (1 - t * t) * x.sigmoid())
+
+
 def zero_derivative(g, x, y, a, b):
     """The derivative of a piecewise-constant op (floor, sign, ...): zero, like PyTorch."""
     return type(g)._full(g.shape, 0, g.dtype, g.device)
@@ -205,6 +216,8 @@ UNARY = (
        approx=True),
     Op("hardswish", "x * min(max(x + 3, 0), 6) / 6", lambda x, a, b: x * np.clip(x + 3, 0, 6) / 6,
        hardswish_grad, F=True, module="Hardswish", scalar=hardswish_scalar, saves="x"),
+    Op("mish", "x * tanh(log(1 + exp(x)))", lambda x, a, b: x * np.tanh(np.logaddexp(0, x)),
+       mish_grad, F=True, module="Mish", scalar=mish_scalar, saves="x", approx=True),
 )
 
 BINARY = (

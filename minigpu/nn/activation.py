@@ -1,5 +1,5 @@
 """Activation modules with PyTorch's names, arguments and reprs: GELU, SiLU, Softplus, ELU,
-Hardswish."""
+Hardswish, Mish."""
 from __future__ import annotations
 
 from . import functional as F
@@ -61,6 +61,15 @@ class Hardswish(Module):
 
     def forward(self, input):
         return F.hardswish(input)
+
+
+class Mish(Module):
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.mish(input)
 
 
 __all__ = [name for name, value in list(globals().items())
