@@ -72,6 +72,6 @@ class Mish(Module):
         return F.mish(input)
 
 
-__all__ = [name for name, value in list(globals().items())
-           if isinstance(value, type) and issubclass(value, Module) and value.__module__ == __name__]
+__all__ = [name for name, value in list(globals().items()) if isinstance(value, type)
+           and issubclass(value, Module) and value.__module__ == __name__]
 """Every layer defined here (``minigpu.nn`` imports them all)."""

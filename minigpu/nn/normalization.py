@@ -77,6 +77,6 @@ class GroupNorm(Module):
         return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
 
 
-__all__ = [name for name, value in list(globals().items())
-           if isinstance(value, type) and issubclass(value, Module) and value.__module__ == __name__]
+__all__ = [name for name, value in list(globals().items()) if isinstance(value, type)
+           and issubclass(value, Module) and value.__module__ == __name__]
 """Every layer defined here (``minigpu.nn`` imports them all)."""
