@@ -74,17 +74,19 @@ def test_against_torch(entry):
 
 @pytest.mark.parametrize("entry", [e for e in EXAMPLES if e.module], ids=lambda e: e.name)
 def test_layer_calls_the_function(entry):
-    """The entry's ``nn`` layer, built from the example's non-tensor arguments when its
-    constructor takes them, computes what the function does."""
+    """The entry's ``nn`` layer with its default parameters computes the function of the
+    example's first tensor and non-tensor arguments. The layer is built from those arguments;
+    a required constructor argument they do not give is the channel count (``GroupNorm``'s
+    ``num_channels``, ``BatchNorm``'s ``num_features``)."""
     layer_cls = getattr(mg.nn, entry.module)
     args = _args(entry, "cpu", mg.float64)
-    tensors = [a for a in args if isinstance(a, mg.Tensor)]
+    x = next(a for a in args if isinstance(a, mg.Tensor))
     options = [a for a in args if not isinstance(a, mg.Tensor)]
-    takes = [p for p in list(inspect.signature(layer_cls).parameters.values())
-             if p.default is p.empty and p.kind is p.POSITIONAL_OR_KEYWORD]
-    layer = layer_cls(*options[:len(takes)])
-    out = layer.double()(tensors[0]) if hasattr(layer, "double") else layer(tensors[0])
-    np.testing.assert_allclose(_host(out), _host(entry.fn(*args)), rtol=1e-12, atol=1e-12)
+    required = [p for p in inspect.signature(layer_cls).parameters.values()
+                if p.default is p.empty and p.kind is p.POSITIONAL_OR_KEYWORD]
+    layer = layer_cls(*options, *[x.shape[1]] * (len(required) - len(options))).double()
+    np.testing.assert_allclose(_host(layer(x)), _host(entry.fn(x, *options)), rtol=1e-12,
+                               atol=1e-12)
 
 
 @pytest.mark.parametrize("entry", PUBLIC_MAPS, ids=lambda e: e.name)

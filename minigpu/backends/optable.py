@@ -101,6 +101,17 @@ def hardswish_grad(g, x, y, a, b):
     return g * (inside * (x / 3 + 0.5) + (x > 3).to(g.dtype))
 
 
+def mish_scalar(x, a, b):
+    """x * tanh(log(1 + exp(x))) on one element (exp overflowing to inf gives x, as it should)."""
+    return x * math.tanh(math.log1p(math.exp(x)))
+
+
+def mish_grad(g, x, y, a, b):
+    """g * (t + x * (1 - t^2) * sigmoid(x)), t = tanh(softplus(x))."""
+    t = x.exp().log1p().tanh()
+    return g * (t + x * (1 - t * t) * x.sigmoid())
+
+
 def zero_derivative(g, x, y, a, b):
     """The derivative of a piecewise-constant op (floor, sign, ...): zero, like PyTorch."""
     return type(g)._full(g.shape, 0, g.dtype, g.device)
@@ -126,6 +137,9 @@ class Op(NamedTuple):
     scalar: Callable = None  # the op on one element, (x, a, b) -> y: compiled as the cuda device
                              # function when ``backends/cuda/elementwise.py`` writes none (float32
                              # constants as ``np.float32(c)``, math functions from ``math``)
+    shared: bool = False     # the NumPy form is plain arithmetic (constants ``np.float32(c)``),
+                             # valid on one element too: it is also the cuda device function,
+                             # the op's one definition
     float_input: bool = True  # integer tensors become float32 first (``exp(int)`` is float)
     saves: str = "xy"        # which of the input(s) x (and y) / output y the derivative reads:
                              # only those are saved for backward, so only an in-place change
@@ -134,7 +148,7 @@ class Op(NamedTuple):
 
 UNARY = (
     Op("neg", "-x", lambda x, a, b: -x, lambda g, x, y, a, b: -g,
-       method=True, float_input=False, saves=""),
+       method=True, float_input=False, saves="", shared=True),
     Op("exp", "exp(x)", lambda x, a, b: np.exp(x), lambda g, x, y, a, b: g * y, method=True,
        saves="y", approx=True),
     Op("log", "log(x)", lambda x, a, b: np.log(x), lambda g, x, y, a, b: g / x, method=True,
@@ -142,7 +156,7 @@ UNARY = (
     Op("sqrt", "sqrt(x)", lambda x, a, b: np.sqrt(x),
        lambda g, x, y, a, b: g / (y * 2), method=True, saves="y", approx=True),
     Op("square", "x * x", lambda x, a, b: x * x, lambda g, x, y, a, b: g * x * 2,
-       method=True, float_input=False, saves="x"),
+       method=True, float_input=False, saves="x", shared=True),
     Op("tanh", "tanh(x)", lambda x, a, b: np.tanh(x), fused("tanh_grad", "y"), method=True,
        module="Tanh", saves="y", approx=True),
     Op("sigmoid", "1 / (1 + exp(-x)), computed without overflow for large |x|",
@@ -152,25 +166,27 @@ UNARY = (
        method=True, module="ReLU", float_input=False, saves="y"),  # y > 0 exactly where x > 0
     Op("leaky_relu", "x if x > 0 else a*x", lambda x, a, b: np.where(x > 0, x, a * x),
        fused("leaky_relu_grad", "x"), saves="x"),
-    Op("abs", "|x|", lambda x, a, b: np.abs(x), lambda g, x, y, a, b: g * x.sign(),
-       method=True, float_input=False, saves="x"),
+    Op("abs", "|x|", lambda x, a, b: abs(x), lambda g, x, y, a, b: g * x.sign(),
+       method=True, float_input=False, saves="x", shared=True),
     Op("sign", "-1, 0 or 1", lambda x, a, b: np.sign(x), zero_derivative, method=True,
        float_input=False, saves=""),
     Op("affine", "a*x + b  (x+3, 2*x, 3-x, x/4 all use this)", lambda x, a, b: a * x + b,
-       lambda g, x, y, a, b: g * a, saves="", approx=True),
-    Op("rdiv", "a / x", lambda x, a, b: a / x, lambda g, x, y, a, b: -g * y / x, approx=True),
+       lambda g, x, y, a, b: g * a, saves="", approx=True, shared=True),
+    Op("rdiv", "a / x", lambda x, a, b: a / x, lambda g, x, y, a, b: -g * y / x,
+       approx=True, shared=True),
     Op("pow", "x ** a", lambda x, a, b: x ** a,
-       lambda g, x, y, a, b: g * 0.0 if a == 0 else g * x ** (a - 1) * a, saves="x", approx=True),
+       lambda g, x, y, a, b: g * 0.0 if a == 0 else g * x ** (a - 1) * a, saves="x", approx=True,
+       shared=True),
     Op("rpow", "a ** x", lambda x, a, b: a ** x,
-       lambda g, x, y, a, b: g * y * math.log(a), saves="y", approx=True),
+       lambda g, x, y, a, b: g * y * math.log(a), saves="y", approx=True, shared=True),
     Op("clamp", "min(max(x, a), b)  (a=-inf / b=inf for a one-sided clamp)",
        lambda x, a, b: np.minimum(np.maximum(x, a), b), fused("clamp_grad", "x"), saves="x"),
-    Op("gt", "x > a  -> bool", lambda x, a, b: x > a, bool_result=True),
-    Op("ge", "x >= a -> bool", lambda x, a, b: x >= a, bool_result=True),
-    Op("lt", "x < a  -> bool", lambda x, a, b: x < a, bool_result=True),
-    Op("le", "x <= a -> bool", lambda x, a, b: x <= a, bool_result=True),
-    Op("eq", "x == a -> bool", lambda x, a, b: x == a, bool_result=True),
-    Op("ne", "x != a -> bool", lambda x, a, b: x != a, bool_result=True),
+    Op("gt", "x > a  -> bool", lambda x, a, b: x > a, bool_result=True, shared=True),
+    Op("ge", "x >= a -> bool", lambda x, a, b: x >= a, bool_result=True, shared=True),
+    Op("lt", "x < a  -> bool", lambda x, a, b: x < a, bool_result=True, shared=True),
+    Op("le", "x <= a -> bool", lambda x, a, b: x <= a, bool_result=True, shared=True),
+    Op("eq", "x == a -> bool", lambda x, a, b: x == a, bool_result=True, shared=True),
+    Op("ne", "x != a -> bool", lambda x, a, b: x != a, bool_result=True, shared=True),
     # math functions, rounding, predicates and activations
     Op("sin", "sin(x)", lambda x, a, b: np.sin(x), lambda g, x, y, a, b: g * x.cos(),
        method=True, saves="x", approx=True),
@@ -205,31 +221,34 @@ UNARY = (
        approx=True),
     Op("hardswish", "x * min(max(x + 3, 0), 6) / 6", lambda x, a, b: x * np.clip(x + 3, 0, 6) / 6,
        hardswish_grad, F=True, module="Hardswish", scalar=hardswish_scalar, saves="x"),
+    Op("mish", "x * tanh(log(1 + exp(x)))", lambda x, a, b: x * np.tanh(np.logaddexp(0, x)),
+       mish_grad, F=True, module="Mish", scalar=mish_scalar, saves="x", approx=True),
 )
 
 BINARY = (
     Op("add", "x + y", lambda x, y, a, b: x + y,
-       (lambda g, x, y: g, lambda g, x, y: g), saves=""),
+       (lambda g, x, y: g, lambda g, x, y: g), saves="", shared=True),
     Op("sub", "x - y", lambda x, y, a, b: x - y,
-       (lambda g, x, y: g, lambda g, x, y: -g), saves=""),
+       (lambda g, x, y: g, lambda g, x, y: -g), saves="", shared=True),
     Op("mul", "x * y", lambda x, y, a, b: x * y,
-       (lambda g, x, y: g * y, lambda g, x, y: g * x)),
+       (lambda g, x, y: g * y, lambda g, x, y: g * x), shared=True),
     Op("div", "x / y", lambda x, y, a, b: x / y,
-       (lambda g, x, y: g / y, lambda g, x, y: -(g / y) * x / y)),
+       (lambda g, x, y: g / y, lambda g, x, y: -(g / y) * x / y), shared=True),
     Op("pow", "x ** y", lambda x, y, a, b: x ** y,
-       (lambda g, x, y: g * y * x ** (y - 1), lambda g, x, y: g * x ** y * x.log()), approx=True),
+       (lambda g, x, y: g * y * x ** (y - 1), lambda g, x, y: g * x ** y * x.log()), approx=True,
+       shared=True),
     Op("maximum", "max(x, y)", lambda x, y, a, b: np.maximum(x, y),
        (lambda g, x, y: g * (x >= y).to(g.dtype),
         lambda g, x, y: g * (1 - (x >= y).to(g.dtype))), method=True, float_input=False),
     Op("minimum", "min(x, y)", lambda x, y, a, b: np.minimum(x, y),
        (lambda g, x, y: g * (x <= y).to(g.dtype),
         lambda g, x, y: g * (1 - (x <= y).to(g.dtype))), method=True, float_input=False),
-    Op("gt", "x > y  -> bool", lambda x, y, a, b: x > y, bool_result=True),
-    Op("ge", "x >= y -> bool", lambda x, y, a, b: x >= y, bool_result=True),
-    Op("lt", "x < y  -> bool", lambda x, y, a, b: x < y, bool_result=True),
-    Op("le", "x <= y -> bool", lambda x, y, a, b: x <= y, bool_result=True),
-    Op("eq", "x == y -> bool", lambda x, y, a, b: x == y, bool_result=True),
-    Op("ne", "x != y -> bool", lambda x, y, a, b: x != y, bool_result=True),
+    Op("gt", "x > y  -> bool", lambda x, y, a, b: x > y, bool_result=True, shared=True),
+    Op("ge", "x >= y -> bool", lambda x, y, a, b: x >= y, bool_result=True, shared=True),
+    Op("lt", "x < y  -> bool", lambda x, y, a, b: x < y, bool_result=True, shared=True),
+    Op("le", "x <= y -> bool", lambda x, y, a, b: x <= y, bool_result=True, shared=True),
+    Op("eq", "x == y -> bool", lambda x, y, a, b: x == y, bool_result=True, shared=True),
+    Op("ne", "x != y -> bool", lambda x, y, a, b: x != y, bool_result=True, shared=True),
     Op("floor_divide", "floor(x / y)  (Python's //: rounds toward -inf)",
        lambda x, y, a, b: np.floor_divide(x, y),
        (_zero_binary, _zero_binary), method=True, float_input=False,
@@ -254,9 +273,9 @@ BINARY = (
     Op("leaky_relu_grad", "x where y > 0 else a*x   (y = input)",
        lambda x, y, a, b: np.where(y > 0, x, a * x)),
     Op("tanh_grad", "x * (1 - y*y)   (y = tanh output)",
-       lambda x, y, a, b: x * (1 - y * y), approx=True),
+       lambda x, y, a, b: x * (np.float32(1) - y * y), approx=True, shared=True),
     Op("sigmoid_grad", "x * y * (1 - y)   (y = sigmoid output)",
-       lambda x, y, a, b: x * y * (1 - y), approx=True),
+       lambda x, y, a, b: x * y * (np.float32(1) - y), approx=True, shared=True),
     Op("clamp_grad", "x where a <= y <= b else 0   (y = clamp input)",
        lambda x, y, a, b: np.where((y >= a) & (y <= b), x, 0)),
     Op("gelu_grad", "x * (Phi(y) + y * phi(y))   (y = gelu input)",

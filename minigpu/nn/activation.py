@@ -1,5 +1,5 @@
 """Activation modules with PyTorch's names, arguments and reprs: GELU, SiLU, Softplus, ELU,
-Hardswish."""
+Hardswish, Mish."""
 from __future__ import annotations
 
 from . import functional as F
@@ -63,6 +63,15 @@ class Hardswish(Module):
         return F.hardswish(input)
 
 
-__all__ = [name for name, value in list(globals().items())
-           if isinstance(value, type) and issubclass(value, Module) and value.__module__ == __name__]
+class Mish(Module):
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.mish(input)
+
+
+__all__ = [name for name, value in list(globals().items()) if isinstance(value, type)
+           and issubclass(value, Module) and value.__module__ == __name__]
 """Every layer defined here (``minigpu.nn`` imports them all)."""

@@ -1,4 +1,5 @@
-"""``LayerNorm`` (``torch.nn.LayerNorm``): normalise every sample over its trailing feature dims.
+"""``LayerNorm`` (``torch.nn.LayerNorm``): normalise every sample over its trailing feature dims;
+``GroupNorm``: over groups of channels (``F.group_norm``).
 
 Unlike BatchNorm there are no running statistics and training and evaluation compute the same
 thing: each row (e.g. each token's feature vector) is normalised with its own mean and biased
@@ -11,6 +12,7 @@ import numbers
 
 from .. import creation
 from ..ops.layernorm import layer_norm
+from . import functional as F
 from . import init
 from .module import Module, Parameter
 
@@ -50,6 +52,31 @@ class LayerNorm(Module):
                 f"elementwise_affine={self.elementwise_affine}, bias={self.bias is not None}")
 
 
-__all__ = [name for name, value in list(globals().items())
-           if isinstance(value, type) and issubclass(value, Module) and value.__module__ == __name__]
+class GroupNorm(Module):
+    """``torch.nn.GroupNorm``: ``F.group_norm`` with a per-channel ``weight`` (ones) and
+    ``bias`` (zeros) when ``affine``."""
+
+    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, device=None,
+                 dtype=None):
+        super().__init__()
+        if num_channels % num_groups:
+            raise ValueError("num_channels must be divisible by num_groups")
+        self.num_groups, self.num_channels, self.eps, self.affine = (
+            num_groups, num_channels, eps, affine)
+        if affine:
+            self.weight = Parameter(creation.ones(num_channels, device=device, dtype=dtype))
+            self.bias = Parameter(creation.zeros(num_channels, device=device, dtype=dtype))
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+
+    def forward(self, input):
+        return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
+
+
+__all__ = [name for name, value in list(globals().items()) if isinstance(value, type)
+           and issubclass(value, Module) and value.__module__ == __name__]
 """Every layer defined here (``minigpu.nn`` imports them all)."""

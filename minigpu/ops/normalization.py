@@ -1,4 +1,4 @@
-"""Batch normalisation and dropout, composed from existing ops (no new primitive).
+"""Batch and group normalisation and dropout, composed from existing ops (no new primitive).
 
 ``batch_norm`` in training mode is one Function: its forward composes ``mean``, elementwise
 and ``rsqrt`` ops over all dims but the channel dim (dim 1) and its backward is the closed
@@ -134,3 +134,27 @@ def dropout(input, p=0.5, training=True, inplace=False):
     u = Tensor._dense(x.backend.random_uniform(n, seed, offset, x.dtype), x.shape, x.device)
     mask = (u < 1.0 - p).to(x.dtype) * (1.0 / (1.0 - p))
     return x * mask
+
+
+@op(method=False, F=True, module="GroupNorm",
+    example=lambda rng: (rng.standard_normal((2, 4, 3)), 2, rng.standard_normal(4),
+                         rng.standard_normal(4)))
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    """Each sample's channels split in ``num_groups`` groups, each group normalised with its
+    own mean and biased variance (over its channels and every spatial position), then scaled
+    and shifted per channel. Composed of reshape, mean, var and elementwise ops: autograd
+    differentiates it (no Function of its own)."""
+    if input.ndim < 2 or input.shape[1] % num_groups:
+        raise RuntimeError(f"Expected number of channels in input to be divisible by "
+                           f"num_groups, but got input of shape {list(input.shape)} and "
+                           f"num_groups={num_groups}")
+    n, c = input.shape[0], input.shape[1]
+    x = input.reshape(n, num_groups, -1)
+    mean, var = x.mean(2, keepdim=True), x.var(2, correction=0, keepdim=True)
+    y = ((x - mean) * (var + eps).rsqrt()).reshape(*input.shape)
+    per_channel = (1, c) + (1,) * (input.ndim - 2)
+    if weight is not None:
+        y = y * weight.reshape(*per_channel)
+    if bias is not None:
+        y = y + bias.reshape(*per_channel)
+    return y

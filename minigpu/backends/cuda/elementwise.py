@@ -6,7 +6,8 @@ once, in big coalesced transactions, and keep the per-element index math cheap.
 
 How the family is built
     Each op of the op table (``backends/optable.py``) is a tiny ``@cuda.jit(device=True)``
-    function here (``unary_exp(x, a, b)``, ``binary_add(x, y, a, b)``, ...). A cached kernel
+    function: the table's own NumPy form when it is plain arithmetic (``binary_add`` is
+    ``lambda x, y, a, b: x + y``, written once), else one written here (``unary_exp(x, a, b)``). A cached kernel
     factory, :func:`map_kernel`, pastes one op into one of four kernel bodies,
     (unary | binary) x (dense | strided), which Numba compiles on first launch (``where`` has
     its own dense/strided pair: it has no op to vary). The compiler inlines the op, so the
@@ -76,17 +77,16 @@ GELU_CUBIC3 = split_constant(3 * optable.GELU_CUBIC)
 INF = float32(math.inf)
 
 
-# Unary ops take (x, a, b), binary ops (x, y, a, b); a and b are alpha and beta.
+# Unary ops take (x, a, b), binary ops (x, y, a, b); a and b are alpha and beta. An op whose
+# NumPy form in the op table is plain arithmetic (``shared``: neg, add, the comparisons, ...)
+# has no device function here: that form is compiled as one (``_device_function``). The ones
+# below are written for the device: libdevice math, selects instead of branches, split
+# constants, NaN-propagating min/max.
 
 
 @cuda.jit(device=True)
 def unary_identity(x, a, b):
     return x  # the store into the output array converts the dtype (used by ``convert``)
-
-
-@cuda.jit(device=True)
-def unary_neg(x, a, b):
-    return -x
 
 
 @cuda.jit(device=True)
@@ -102,11 +102,6 @@ def unary_log(x, a, b):
 @cuda.jit(device=True)
 def unary_sqrt(x, a, b):
     return sqrt(x)
-
-
-@cuda.jit(device=True)
-def unary_square(x, a, b):
-    return x * x
 
 
 @cuda.jit(device=True)
@@ -136,11 +131,6 @@ def unary_leaky_relu(x, a, b):
 
 
 @cuda.jit(device=True)
-def unary_abs(x, a, b):
-    return abs(x)
-
-
-@cuda.jit(device=True)
 def unary_sign(x, a, b):
     if x > float32(0):
         return float32(1)
@@ -150,58 +140,8 @@ def unary_sign(x, a, b):
 
 
 @cuda.jit(device=True)
-def unary_affine(x, a, b):
-    return a * x + b
-
-
-@cuda.jit(device=True)
-def unary_rdiv(x, a, b):
-    return a / x
-
-
-@cuda.jit(device=True)
-def unary_pow(x, a, b):
-    return x ** a
-
-
-@cuda.jit(device=True)
-def unary_rpow(x, a, b):
-    return a ** x
-
-
-@cuda.jit(device=True)
 def unary_clamp(x, a, b):
     return min_nan(max_nan(x, a), b)
-
-
-@cuda.jit(device=True)
-def unary_gt(x, a, b):
-    return x > a
-
-
-@cuda.jit(device=True)
-def unary_ge(x, a, b):
-    return x >= a
-
-
-@cuda.jit(device=True)
-def unary_lt(x, a, b):
-    return x < a
-
-
-@cuda.jit(device=True)
-def unary_le(x, a, b):
-    return x <= a
-
-
-@cuda.jit(device=True)
-def unary_eq(x, a, b):
-    return x == a
-
-
-@cuda.jit(device=True)
-def unary_ne(x, a, b):
-    return x != a
 
 
 # math functions, rounding, predicates, activations (op table entries of the same name)
@@ -307,31 +247,6 @@ def unary_elu(x, a, b):
 
 
 @cuda.jit(device=True)
-def binary_add(x, y, a, b):
-    return x + y
-
-
-@cuda.jit(device=True)
-def binary_sub(x, y, a, b):
-    return x - y
-
-
-@cuda.jit(device=True)
-def binary_mul(x, y, a, b):
-    return x * y
-
-
-@cuda.jit(device=True)
-def binary_div(x, y, a, b):
-    return x / y
-
-
-@cuda.jit(device=True)
-def binary_pow(x, y, a, b):
-    return x ** y
-
-
-@cuda.jit(device=True)
 def binary_maximum(x, y, a, b):
     return max_nan(x, y)
 
@@ -386,36 +301,6 @@ def binary_elu_grad(x, y, a, b):
 
 
 @cuda.jit(device=True)
-def binary_gt(x, y, a, b):
-    return x > y
-
-
-@cuda.jit(device=True)
-def binary_ge(x, y, a, b):
-    return x >= y
-
-
-@cuda.jit(device=True)
-def binary_lt(x, y, a, b):
-    return x < y
-
-
-@cuda.jit(device=True)
-def binary_le(x, y, a, b):
-    return x <= y
-
-
-@cuda.jit(device=True)
-def binary_eq(x, y, a, b):
-    return x == y
-
-
-@cuda.jit(device=True)
-def binary_ne(x, y, a, b):
-    return x != y
-
-
-@cuda.jit(device=True)
 def binary_relu_grad(x, y, a, b):
     """Fused backward: the upstream grad x passes where the relu input y was positive."""
     return x if y > float32(0) else float32(0)
@@ -429,26 +314,19 @@ def binary_leaky_relu_grad(x, y, a, b):
 
 
 @cuda.jit(device=True)
-def binary_tanh_grad(x, y, a, b):
-    return x * (float32(1) - y * y)
-
-
-@cuda.jit(device=True)
-def binary_sigmoid_grad(x, y, a, b):
-    return x * y * (float32(1) - y)
-
-
-@cuda.jit(device=True)
 def binary_clamp_grad(x, y, a, b):
     return x if (y >= a and y <= b) else float32(0)
 
 
 def _device_function(kind, op):
     """The device function of a table op: ``<kind>_<name>`` written above, else the entry's
-    one-element ``scalar`` form compiled as a device function (the op is then written once)."""
+    NumPy form when it is ``shared`` (plain arithmetic, valid on one element), else its
+    one-element ``scalar`` form, compiled as a device function (the op is then written once)."""
     written = globals().get(f"{kind}_{op.name}")
     if written is not None:
         return written
+    if op.shared:
+        return cuda.jit(device=True)(op.numpy)
     if op.scalar is None:
         raise NotImplementedError(f"table op {op.name!r}: no {kind}_{op.name} device function "
                                   f"and no scalar form in backends/optable.py")

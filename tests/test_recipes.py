@@ -1,0 +1,83 @@
+"""The recipes of ``docs/architecture.md``'s "How to add", applied to a copy of the package: a
+table op (one entry in ``backends/optable.py``) and a composed op (one ``@op`` function in its
+family file). Each new op must be a Tensor method, ``minigpu.X`` and ``nn.functional.X``, be in
+the tests collected from the table and the registry, and (the table op) in the static kernel
+report's list, with no other file touched."""
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+TABLE_SCALAR = '''
+def softsign_scalar(x, a, b):
+    return x / (np.float32(1) + abs(x))
+
+
+'''
+TABLE_ENTRY = '''    Op("softsign", "x / (1 + |x|)", lambda x, a, b: x / (1 + np.abs(x)),
+       lambda g, x, y, a, b: g / ((x.abs() + 1) ** 2), method=True, F=True,
+       scalar=softsign_scalar, saves="x"),
+)
+
+BINARY = ('''
+COMPOSED = '''
+
+
+@op(mg=True, F=True, example=lambda rng: (rng.standard_normal((3, 4)),))
+def tanhshrink(input):
+    """x - tanh(x)."""
+    return input - input.tanh()
+'''
+
+CHECK = '''
+import minigpu as mg
+from minigpu.tools import kernel_report
+for name in ("softsign", "tanhshrink"):
+    x = mg.tensor([[-1.0, 0.5]])
+    assert getattr(mg.Tensor, name) is getattr(mg, name) is getattr(mg.nn.functional, name)
+    assert getattr(x, name)().shape == x.shape
+names = [spec.name for spec in kernel_report.registry()]
+assert "elementwise.unary_dense[softsign]" in names, names
+print("ok")
+'''
+
+
+def _apply_recipes(copy: Path):
+    optable = copy / "minigpu" / "backends" / "optable.py"
+    text = optable.read_text()
+    assert text.count("\n)\n\nBINARY = (") == 1
+    text = text.replace("\n)\n\nBINARY = (", "\n" + TABLE_ENTRY, 1)
+    text = text.replace("\n\ndef zero_derivative(", "\n" + TABLE_SCALAR + "def zero_derivative(", 1)
+    optable.write_text(text)
+    activation = copy / "minigpu" / "ops" / "activation.py"
+    activation.write_text(activation.read_text() + COMPOSED)
+
+
+def test_table_op_and_composed_op_recipes(tmp_path):
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis", ".pytest_cache")
+    for part in ("minigpu", "tests"):
+        shutil.copytree(ROOT / part, tmp_path / part, ignore=ignore)
+    for name in ("pyproject.toml", "conftest.py"):
+        if (ROOT / name).exists():
+            shutil.copy(ROOT / name, tmp_path / name)
+    _apply_recipes(tmp_path)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "NUMBA_ENABLE_CUDASIM": "1"}
+    run = subprocess.run([sys.executable, "-c", CHECK], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and "ok" in run.stdout, run.stderr[-3000:]
+    collect = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+         "-n", "0", "tests/test_cuda_elementwise.py", "tests/test_optable.py",
+         "tests/test_registered_ops.py"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert collect.returncode == 0, collect.stdout[-3000:] + collect.stderr[-3000:]
+    for test_id in ("test_cuda_elementwise.py::test_unary_matches_cpu[softsign]",
+                    "test_optable.py::test_unary_gradients[softsign]",
+                    "test_registered_ops.py::test_table_map_against_torch[softsign]",
+                    "test_registered_ops.py::test_cuda_matches_cpu[tanhshrink]",
+                    "test_registered_ops.py::test_float64_gradcheck[tanhshrink]",
+                    "test_registered_ops.py::test_against_torch[tanhshrink]"):
+        assert test_id in collect.stdout, test_id
