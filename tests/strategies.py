@@ -79,8 +79,10 @@ def views(draw, shape=None, dtype=np.float32, lo=-4.0, hi=4.0, contiguous=False)
     n = numel(stored) + pad
     if dtype == np.bool_:
         base = draw(hnp.arrays(np.bool_, n, fill=ALL_DRAWN))
-    elif np.dtype(dtype).kind == "i":
-        base = draw(hnp.arrays(np.dtype(dtype), n, elements=st.integers(int(lo), int(hi)),
+    elif np.dtype(dtype).kind in "iu":
+        info = np.iinfo(dtype)
+        base = draw(hnp.arrays(np.dtype(dtype), n, elements=st.integers(
+            max(int(lo), info.min), min(int(hi), info.max)),
                                fill=ALL_DRAWN))
     else:
         base = draw(arrays(n, dtype, lo, hi))

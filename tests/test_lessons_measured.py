@@ -114,10 +114,20 @@ def test_sort_bitonic_reads_global_memory_far_less(m):
     assert bitonic["shared_load_requests"] > 0 == rank["shared_load_requests"]
 
 
+def test_half_precision_halves_the_maps_sectors(m):
+    single, half = m["half_precision_map"]["map_float32"], m["half_precision_map"]["map_float16"]
+    assert single["global_load_requests"] == half["global_load_requests"]
+    for what in ("global_load_sectors", "global_store_sectors", "bytes_moved"):
+        assert single[what] >= 1.9 * half[what], what
+    gemm = m["half_precision_gemm"]
+    assert gemm["gemm_float16"]["bytes_moved"] < gemm["gemm_float32"]["bytes_moved"]
+
+
 def test_every_experiment_is_asserted(m):
     asserted = {"coalescing", "bank_conflicts", "reduction", "matmul", "occupancy", "streams",
                 "fusion_bias_act", "fusion_adam", "fusion_lstm", "constant_memory",
-                "divergence", "unrolling", "scan", "sort"}
+                "divergence", "unrolling", "scan", "sort", "half_precision_map",
+                "half_precision_gemm"}
     assert set(m) == asserted
 
 

@@ -141,6 +141,7 @@ class Op(NamedTuple):
                              # valid on one element too: it is also the cuda device function,
                              # the op's one definition
     float_input: bool = True  # integer tensors become float32 first (``exp(int)`` is float)
+    integer: bool = False    # integer and bool tensors only (the bitwise ops)
     saves: str = "xy"        # which of the input(s) x (and y) / output y the derivative reads:
                              # only those are saved for backward, so only an in-place change
                              # to those makes backward refuse (PyTorch's rule)
@@ -259,8 +260,8 @@ BINARY = (
        float_input=False),
     # Integer and bool only (``ops/elementwise.py`` refuses floats, as PyTorch): the NumPy
     # form is also the one-element form the cuda kernel compiles.
-    *(Op(name, f"x {sym} y  (integers and bool; shifts: integers)", form, scalar=form,
-         float_input=False)
+    *(Op(name, f"x {sym} y  (integers and bool; shifts: integers)", form, shared=True,
+         float_input=False, integer=True)
       for name, sym, form in (
           ("bitwise_and", "&", lambda x, y, a, b: x & y),
           ("bitwise_or", "|", lambda x, y, a, b: x | y),

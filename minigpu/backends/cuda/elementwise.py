@@ -452,10 +452,6 @@ _BODIES = {("unary", "dense"): dense_unary_kernel, ("unary", "strided"): _unary_
 _OPS = {"unary": UNARY, "binary": BINARY}
 
 
-def _integer_only(op):
-    return op.name.startswith("bitwise_")
-
-
 def _map_kernel_specs(k, x):
     """The dense body of every op the report covers, and the strided bodies once each (a
     strided body is the same per op)."""
@@ -466,8 +462,8 @@ def _map_kernel_specs(k, x):
              "softplus", "elu", *(op.name for op in optable.UNARY if op.scalar))
     binary = ("add", "relu_grad", "floor_divide", "remainder", "gelu_grad", "gelu_tanh_grad",
               "silu_grad", "softplus_grad", "elu_grad",
-              *(op.name for op in optable.BINARY if op.scalar and not _integer_only(op)))
-    integer = [op.name for op in optable.BINARY if _integer_only(op)]
+              *(op.name for op in optable.BINARY if op.scalar and not op.integer))
+    integer = [op.name for op in optable.BINARY if op.integer]
     specs = [KernelSpec(f"unary_dense[{op}]", k("unary", op, "dense"),
                         (x.f, 0, x.b8 if op in ("isnan", "isinf") else x.f, x.s, x.s), x.block,
                         f64_reason=trig if op in ("sin", "cos") else "") for op in unary]
@@ -477,10 +473,10 @@ def _map_kernel_specs(k, x):
                          (x.i64, 0, x.i64, 0, x.i64, np.int64(0), np.int64(0)), x.block,
                          dtype="int64") for op in integer]
     half, h0 = x.h, np.float16(0)  # half storage: the maps the mixed-precision lesson runs
-    specs += [KernelSpec(f"unary_dense_f16[{op}]", k("unary", op, "dense"),
+    specs += [KernelSpec(f"unary_dense_f16[{op}]", k("unary", op, "dense", True),
                          (half, 0, half, h0, h0), x.block, dtype="float16")
               for op in ("relu", "exp", "affine", "tanh")]
-    specs += [KernelSpec(f"binary_dense_f16[{op}]", k("binary", op, "dense"),
+    specs += [KernelSpec(f"binary_dense_f16[{op}]", k("binary", op, "dense", True),
                          (half, 0, half, 0, half, h0, h0), x.block, dtype="float16")
               for op in ("add", "mul", "relu_grad")]
     return specs + [
@@ -490,15 +486,35 @@ def _map_kernel_specs(k, x):
                    (x.f, x.t2, x.t2, 0, x.f, x.t2, 0, x.f, x.s, x.s), x.block)]
 
 
+@functools.lru_cache(maxsize=None)
+def _in_float32(kind: str, op: str):
+    """The device function of ``op`` for float16 operands: each element widened to float32,
+    computed, and narrowed by the store (PyTorch's "opmath" for half). Storage stays half, so
+    a map still moves half the bytes of a float32 one; the arithmetic keeps float32 accuracy
+    (and needs no half intrinsics, which numba-cuda links in from cuda_fp16 only at launch)."""
+    f = _OPS[kind][op]
+    if kind == "unary":
+        @cuda.jit(device=True)
+        def unary_in_float32(x, a, b):
+            return f(float32(x), float32(a), float32(b))
+        return unary_in_float32
+
+    @cuda.jit(device=True)
+    def binary_in_float32(x, y, a, b):
+        return f(float32(x), float32(y), float32(a), float32(b))
+    return binary_in_float32
+
+
 @reported(_map_kernel_specs)
 @functools.lru_cache(maxsize=None)
-def map_kernel(kind: str, op: str, path: str):
-    """The kernel applying op ``op`` of ``kind`` ('unary'/'binary') on path 'dense'/'strided'.
+def map_kernel(kind: str, op: str, path: str, half: bool = False):
+    """The kernel applying op ``op`` of ``kind`` ('unary'/'binary') on path 'dense'/'strided'
+    (``half``: for float16 operands, computed in float32).
 
-    Built once per (kind, op, path) and cached; Numba then compiles it lazily, once per
+    Built once per (kind, op, path, half) and cached; Numba then compiles it lazily, once per
     argument-type signature (dtype, number of collapsed dimensions) on first launch.
     """
-    return _BODIES[kind, path](_OPS[kind][op])
+    return _BODIES[kind, path](_in_float32(kind, op) if half else _OPS[kind][op])
 
 
 # --- host side ------------------------------------------------------------------------------------
@@ -545,6 +561,9 @@ def _alpha(value, dtype):
     return np.int64(value) if value.is_integer() else np.float64(value)
 
 
+_HALF = np.dtype(np.float16)
+
+
 def _map(kind, op, views, out, a, b):
     """Launch the dense or strided map of ``op`` over ``views`` (equal shapes) into ``out``,
     through the kernel specialized for the argument types (``blocks.specialized``): the
@@ -557,14 +576,16 @@ def _map(kind, op, views, out, a, b):
     shape, strides = collapse_dims(views[0].shape, *(v.strides for v in views))
     key = (tuple([(v.buf.dtype, type(v.offset)) for v in views]), out.dtype, type(a), type(b))
     grid, block = launch_1d(n)
+    half = views[0].buf.dtype == _HALF
     if _is_dense(shape, strides):
         args = [arg for v in views for arg in (v.buf, v.offset)]
-        launch_specialized(map_kernel(kind, op, "dense"), key, grid, block, *args, out, a, b)
+        launch_specialized(map_kernel(kind, op, "dense", half), key, grid, block, *args, out,
+                           a, b)
     else:
         args = [arg for v, st in zip(views, strides) for arg in (v.buf, st, v.offset)]
         args.insert(1, shape)
-        launch_specialized(map_kernel(kind, op, "strided"), key + (len(shape),), grid, block,
-                           *args, out, a, b)
+        launch_specialized(map_kernel(kind, op, "strided", half), key + (len(shape),), grid,
+                           block, *args, out, a, b)
     return out
 
 
