@@ -583,3 +583,10 @@ def once_differentiable(backward):
 function = _types.ModuleType(__name__ + ".function", "torch.autograd.function's names")
 function.Function, function.once_differentiable = Function, once_differentiable
 _sys.modules[function.__name__] = function
+
+
+def Variable(data, requires_grad=False, volatile=False):
+    """PyTorch's pre-0.4 wrapper (``torch.autograd.Variable``), which PyTorch keeps for old
+    programs: since Variables and Tensors merged it gives back the tensor itself, with
+    ``requires_grad`` set when asked. ``volatile`` (long deprecated: no effect) is accepted."""
+    return data.requires_grad_() if requires_grad else data
