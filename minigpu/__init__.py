@@ -50,3 +50,6 @@ def is_tensor(obj) -> bool:
 double = float64
 
 __version__ = "0.1.0"
+
+# Hand-over to PyTorch and back (issue 26): minigpu.to_torch(model), minigpu.from_torch(model).
+from .handover import from_torch, to_torch  # noqa: E402

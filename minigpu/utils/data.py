@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ..random import default_generator
+from ..random import default_generator, manual_seed
 from ..tensor import Tensor
 
 
@@ -289,7 +289,6 @@ def _worker_loop(loader, worker_id, seed, tasks, results, parent):
     import queue
     import random
 
-    from ..random import manual_seed
     try:
         random.seed(seed)
         manual_seed(seed)
