@@ -36,6 +36,7 @@ import runpy
 import sys
 import tempfile
 import traceback
+import warnings
 
 import numpy as np
 import torch
@@ -166,7 +167,7 @@ def _torch_random_draws(run):
     """minigpu's random functions, drawing from PyTorch's generator as PyTorch would."""
     import minigpu
     from minigpu import creation
-    from minigpu.nn import init
+    from minigpu.nn import init, layers
     from minigpu.ops import inplace, normalization
     from minigpu.utils import data
 
@@ -210,6 +211,14 @@ def _torch_random_draws(run):
         torch.manual_seed(seed)
         return minigpu_manual_seed(seed)
 
+    def feature_dropout(input, p, training):
+        if not training or p == 0.0:
+            return input
+        with warnings.catch_warnings():  # (the 2-D input warning)
+            warnings.simplefilter("ignore")
+            mask = torch.nn.functional.dropout2d(torch.ones(tuple(input.shape)), p, True)
+        return input * to_mg(mask, input.device).to(input.dtype)
+
     def batches(loader):
         n = len(loader.dataset)
         order = torch.utils.data.DataLoader(range(n), batch_size=loader.batch_size,
@@ -220,6 +229,7 @@ def _torch_random_draws(run):
     minigpu_manual_seed = minigpu.random.manual_seed
     swaps = [(minigpu_manual_seed, manual_seed), (creation._random, random), (creation.randint, randint),
              (creation.randperm, randperm), (normalization.dropout, dropout),
+             (layers.feature_dropout, feature_dropout),
              (inplace.uniform_, fill(torch.Tensor.uniform_)),
              (inplace.normal_, fill(torch.Tensor.normal_))]
     swaps += [(getattr(init, name), fill(getattr(torch.nn.init, name)))

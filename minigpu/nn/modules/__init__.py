@@ -23,7 +23,7 @@ TORCH_FILES = {
     "pooling": ["MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d"],
     "batchnorm": ["BatchNorm1d", "BatchNorm2d"],
     "normalization": ["LayerNorm"],
-    "dropout": ["Dropout"],
+    "dropout": ["Dropout", "Dropout2d"],
     "flatten": ["Flatten"],
     "activation": ["ReLU", "LeakyReLU", "Sigmoid", "Tanh", "Softmax", "LogSoftmax", "ELU",
                    "GELU", "SiLU", "Softplus", "MultiheadAttention"],
