@@ -286,6 +286,12 @@ class BatchNorm2d(_BatchNorm):
     _dims = (4,)
 
 
+class NonDynamicallyQuantizableLinear(Linear):
+    """PyTorch's name for the Linear that MultiheadAttention uses as ``out_proj`` (a marker for
+    its quantization tools); in minigpu the same as Linear. Programs list it among their
+    ``safe_globals`` when they load a whole saved Transformer."""
+
+
 class Dropout(Module):
     def __init__(self, p=0.5, inplace=False):
         super().__init__()

@@ -18,7 +18,7 @@ _nn = sys.modules[__name__.rpartition(".")[0]]  # minigpu.nn, imported before th
 
 TORCH_FILES = {
     "module": ["Module"],
-    "linear": ["Linear", "Identity"],
+    "linear": ["Linear", "Identity", "NonDynamicallyQuantizableLinear"],
     "conv": ["Conv1d", "Conv2d", "ConvTranspose2d"],
     "pooling": ["MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d"],
     "batchnorm": ["BatchNorm1d", "BatchNorm2d"],
