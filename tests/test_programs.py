@@ -44,8 +44,7 @@ CORPUS = [
     ("mnist_rnn", "mnist_rnn/main.py",
      "--batch-size 32 --test-batch-size 32 --epochs 1 --log-interval 1", []),
     ("mnist_forward_forward", "mnist_forward_forward/main.py",
-     "--epochs 5 --train_size 64 --test_size 32 --no_accel --log-interval 1",
-     [_missing("integer-array index assignment (x_[range(n), y] = v)")]),
+     "--epochs 5 --train_size 64 --test_size 32 --no_accel --log-interval 1", []),
     # the longest (~45 s of CPU: its hard-coded 1000-step prediction after each LBFGS step)
     ("time_sequence_prediction", "time_sequence_prediction/train.py", "--steps 1",
      [pytest.mark.slow]),
