@@ -16,8 +16,8 @@ What the harness makes equal, so that the two runs can be compared step by step:
   minigpu's run loads them into its modules in place.
 * **Random draws.** In minigpu's run every random draw is taken from PyTorch's generator with
   the call PyTorch makes for it (``randn``, ``rand``, ``randint``, ``randperm``, the in-place
-  ``normal_`` / ``uniform_`` fills and ``nn.init``, the dropout masks, a DataLoader's shuffle
-  with PyTorch's seeding). minigpu's own counter-based generator gives other numbers for the
+  ``normal_`` / ``uniform_`` fills and ``nn.init``, the dropout and Dropout2d masks, a
+  DataLoader's shuffle with PyTorch's seeding), and ``manual_seed`` seeds both generators. minigpu's own counter-based generator gives other numbers for the
   same seed; this is the one thing the harness replaces.
 * **Losses.** Every ``Tensor.backward()`` on a one-element tensor records its value.
 
@@ -244,9 +244,8 @@ def _torch_random_draws(run):
     run.patch(data.DataLoader, "_batches", batches)
 
 
-def _run_program(name, program, argv, out):
+def _run_program(name, program, argv, weights_dir):
     """Run ``program`` under engine ``name``; its losses, or raises with its traceback."""
-    weights_dir = out["weights"]
     run = _Run(name, weights_dir)
     saved_modules = {k: v for k, v in sys.modules.items()
                      if k == "minigpu" or k.startswith("minigpu.")}
@@ -311,7 +310,7 @@ def main():
         for name in ("torch", "minigpu"):
             torch.random.set_rng_state(start)
             try:
-                result[name] = _run_program(name, program, argv, {"weights": weights})
+                result[name] = _run_program(name, program, argv, weights)
             except BaseException:
                 result["error"] = f"{name} run: " + traceback.format_exc()
                 break
