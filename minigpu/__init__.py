@@ -47,3 +47,6 @@ short = int16
 int = int32  # last: from here on ``int`` in this module is torch.int
 
 __version__ = "0.1.0"
+
+# Hand-over to PyTorch and back (issue 26): minigpu.to_torch(model), minigpu.from_torch(model).
+from .handover import from_torch, to_torch  # noqa: E402

@@ -28,11 +28,28 @@ class _GradMode(threading.local):
 _grad_mode = _GradMode()
 
 
-class Variable:
+class _VariableCall(type):
+    """Calling ``Variable`` itself is PyTorch's pre-0.4 wrapper (``torch.autograd.Variable``,
+    kept for old programs): since Variables and Tensors merged it gives back the tensor itself,
+    with ``requires_grad`` set when asked; ``volatile`` (long deprecated) has no effect.
+    Calling a subclass (``Tensor(...)``) constructs as usual."""
+
+    def __call__(cls, *args, **kwargs):
+        if cls is not Variable:
+            return super().__call__(*args, **kwargs)
+        return _legacy_variable(*args, **kwargs)
+
+
+def _legacy_variable(data, requires_grad=False, volatile=False):
+    return data.requires_grad_() if requires_grad else data
+
+
+class Variable(metaclass=_VariableCall):
     """The base of ``minigpu.Tensor`` (``tensor.py``, a floor above): what ``Function.apply``
     and the backward engine check their arguments against. The engine builds the tensors it
     needs (seed and zero gradients, dense copies) through the static constructors of a tensor
-    it holds (``t._full``, ``t._dense``, ``t._from_array``), so it never imports the class."""
+    it holds (``t._full``, ``t._dense``, ``t._from_array``), so it never imports the class.
+    ``Variable(t, requires_grad=True)`` is PyTorch's old wrapper (see ``_VariableCall``)."""
 
     __slots__ = ()
 
@@ -591,3 +608,4 @@ def once_differentiable(backward):
 function = _types.ModuleType(__name__ + ".function", "torch.autograd.function's names")
 function.Function, function.once_differentiable = Function, once_differentiable
 _sys.modules[function.__name__] = function
+

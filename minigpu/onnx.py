@@ -6,9 +6,8 @@ from __future__ import annotations
 def export(model, args=(), f=None, *unused, **kwargs):
     """Not in minigpu: raises ``NotImplementedError`` naming the feature."""
     raise NotImplementedError("torch.onnx.export (exporting a model to ONNX) is not supported "
-                              "by minigpu: it has no graph tracer/exporter. Save the weights "
-                              "with minigpu.save(model.state_dict(), path) (safetensors, which "
-                              "PyTorch loads) and export from PyTorch.")
+                              "by minigpu: it has no graph tracer/exporter. Hand the model "
+                              "over with minigpu.to_torch(model) and export it from PyTorch.")
 
 
 def is_in_onnx_export() -> bool:

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib
+import inspect
 import io
 import json
 import os
@@ -37,6 +39,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from .nn.module import Module, Parameter
 from .tensor import Device, Tensor
 
 _STRUCTURE, _SHA256, _DEVICES, _FORMAT = ("minigpu.structure", "minigpu.sha256",
@@ -53,9 +56,9 @@ _SAFE_GLOBALS = []
 
 def add_safe_globals(safe_globals):
     """Allow these classes/functions (or ``(obj, "module.Name")`` pairs) in checkpoints, as
-    ``torch.serialization.add_safe_globals`` does for ``weights_only`` loading. minigpu's
-    checkpoints hold only tensors, arrays, numbers, strings, None and containers, so the list
-    is kept for programs that register their classes; no class is ever loaded from a file."""
+    ``torch.serialization.add_safe_globals`` does for ``weights_only`` loading: a saved whole
+    module names its classes (and functions it keeps, such as an activation), and
+    ``load(weights_only=True)``, the default, builds only those in this list."""
     if not isinstance(safe_globals, (list, tuple)):
         raise TypeError(f"add_safe_globals expects a list of globals, got "
                         f"{type(safe_globals).__name__}")
@@ -94,8 +97,10 @@ def safe_globals(globals_):
 # --- save ---------------------------------------------------------------------------------------
 def save(obj, f, pickle_module=None, pickle_protocol=2, _use_new_zipfile_serialization=True):
     """Save ``obj`` as safetensors to ``f``, a path or a binary file object (``io.BytesIO``,
-    ``open(path, "wb")``): a state_dict, or a nested checkpoint (dicts with str/int keys,
-    lists, tuples, tensors, NumPy arrays, numbers, strings, None). Each cuda tensor's device is
+    ``open(path, "wb")``): a state_dict, a nested checkpoint (dicts with str/int keys,
+    lists, tuples, tensors, NumPy arrays, numbers, strings, None), or a whole ``nn.Module``
+    (its class's import path and its attributes: the tensors in the file, the rest as JSON;
+    functions and classes it keeps by import path; a tensor used twice, tied weights, once). Each cuda tensor's device is
     recorded, so that ``load`` puts it back there, as PyTorch does. ``pickle_protocol`` and
     ``_use_new_zipfile_serialization`` are accepted and unused: nothing is pickled."""
     _refuse_pickle_module("save", pickle_module)
@@ -119,9 +124,22 @@ def _refuse_pickle_module(what, pickle_module):
                          f"are safetensors files and never use pickle")
 
 
-def _encode(obj, path, tensors, devices):
+def _encode(obj, path, tensors, devices, shared=None):
     """The JSON form of ``obj``; tensors and arrays go into ``tensors`` under their path, and
-    the device of each cuda tensor into ``devices``."""
+    the device of each cuda tensor into ``devices``. Inside a saved module (``shared``: the
+    tensors met so far, by id) a tensor met again is saved as a reference to the first (tied
+    weights), and functions and classes as their import path."""
+    if isinstance(obj, Module):
+        return {"module": _encode_module(obj, path, tensors, devices,
+                                         {} if shared is None else shared)}
+    if shared is not None and isinstance(obj, Tensor):
+        if id(obj) in shared:
+            return {"same": shared[id(obj)]}
+        node = _encode(obj.detach(), path, tensors, devices)
+        shared[id(obj)] = node
+        if isinstance(obj, Parameter):
+            return {"parameter": [node, obj.requires_grad]}
+        return node
     if isinstance(obj, (Tensor, np.ndarray)):
         array = obj.detach().numpy() if isinstance(obj, Tensor) else obj
         if array.dtype == object:
@@ -141,21 +159,64 @@ def _encode(obj, path, tensors, devices):
                 raise TypeError(f"cannot save a dict key {key!r} at {path or 'the top level'}: "
                                 f"keys must be str or int")
             items.append([key, _encode(value, f"{path}.{key}" if path else str(key), tensors,
-                                       devices)])
+                                       devices, shared)])
         return {"odict" if isinstance(obj, OrderedDict) else "dict": items}
     if isinstance(obj, (list, tuple)):
-        values = [_encode(v, f"{path}.{i}" if path else str(i), tensors, devices)
+        values = [_encode(v, f"{path}.{i}" if path else str(i), tensors, devices, shared)
                   for i, v in enumerate(obj)]
         return {"tuple" if isinstance(obj, tuple) else "list": values}
     if isinstance(obj, np.generic):
         obj = obj.item()
     if obj is None or isinstance(obj, (bool, int, float, str)):
         return obj  # JSON scalars: containers and tensors are always tagged objects
-    hint = (" To save a model, save model.state_dict() and restore it with "
-            "model.load_state_dict(minigpu.load(f))." if hasattr(obj, "state_dict") else "")
-    raise TypeError(f"cannot save {path or 'the object'}: {type(obj).__name__} is not a tensor, "
-                    f"array, number, string, None, dict, list or tuple (checkpoints never use "
-                    f"pickle).{hint}")
+    if shared is not None:
+        if isinstance(obj, (set, frozenset)):
+            return {"set": [_encode(v, path, tensors, devices, shared) for v in sorted(obj)]}
+        if isinstance(obj, type) or inspect.isfunction(obj) or inspect.isbuiltin(obj):
+            return {"global": _global_name(obj, path)}
+    raise TypeError(f"cannot save {path or 'the object'}: {type(obj).__name__} is not a module, "
+                    f"tensor, array, number, string, None, dict, list or tuple (checkpoints "
+                    f"never use pickle)")
+
+
+def _encode_module(module, path, tensors, devices, shared):
+    """A module as its class (import path) and its attributes: the parameters, buffers and
+    submodules by name, every other attribute encoded as a value. Loading makes the object
+    without calling its constructor (as unpickling does) and puts the attributes back."""
+    cls = type(module)
+    node = {"class": _global_name(cls, path), "attributes": []}
+    for name, value in vars(module).items():
+        where = f"{path}.{name}" if path else name
+        if name in ("_parameters", "_buffers", "_modules"):
+            value = [[k, _encode(v, f"{path}.{k}" if path else k, tensors, devices, shared)]
+                     for k, v in value.items()]
+            node["attributes"].append([name, {"table": value}])
+        else:
+            try:
+                node["attributes"].append([name, _encode(value, where, tensors, devices,
+                                                         shared)])
+            except TypeError as e:
+                raise TypeError(f"cannot save the module {cls.__name__}: its attribute "
+                                f"{name!r} ({e})") from None
+    return node
+
+
+def _global_name(obj, path):
+    """"module:qualname" of a class or function that can be imported back."""
+    name = f"{obj.__module__}:{obj.__qualname__}"
+    if "<locals>" in obj.__qualname__ or _resolve(name) is not obj:
+        raise TypeError(f"cannot save {path or 'the object'}: {obj.__qualname__} cannot be "
+                        f"imported back by its name {name!r} (a class or function defined "
+                        f"inside a function?)")
+    return name
+
+
+def _resolve(name):
+    module, _, qualname = name.partition(":")
+    obj = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
 
 
 def _digest(arrays) -> str:
@@ -194,8 +255,11 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=No
     from (cpu for files that do not say); a device or string puts every tensor there; a dict
     maps saved devices to devices (``{"cuda:0": "cpu"}``); a callable is called as
     ``fn(tensor_on_cpu, saved_device)`` and its tensor is used (``None``: the default).
-    ``weights_only`` (any value) and ``mmap`` are accepted: minigpu's files hold only tensors,
-    numbers, strings and containers, so every load is a weights-only load."""
+    ``weights_only`` (PyTorch's rule; default True): a file holding a whole module names its
+    classes, and they are imported and built only when allowlisted (:func:`add_safe_globals`,
+    :func:`safe_globals`), or with ``weights_only=False`` (trust the file). Either way nothing is
+    unpickled: the classes are built without their constructors and get their attributes
+    back. ``mmap`` is accepted and unused."""
     _refuse_pickle_module("load", pickle_module)
     if pickle_load_args:
         raise TypeError(f"minigpu.load: unexpected keyword arguments {sorted(pickle_load_args)} "
@@ -214,7 +278,8 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=No
             f"safetensors files (and still read minigpu's old .npz checkpoints).")
     if data.startswith(b"PK"):
         return _load_npz(data, name, place)
-    return _load_safetensors(data, name, place)
+    allowed = _weights_only_check if weights_only in (None, True) else (lambda obj, name: None)
+    return _load_safetensors(data, name, place, allowed)
 
 
 def _placer(map_location):
@@ -260,7 +325,7 @@ _NUMPY_DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64":
                  "I32": np.int32, "I16": np.int16, "I8": np.int8, "U8": np.uint8, "BOOL": np.bool_}
 
 
-def _load_safetensors(data, name, place):
+def _load_safetensors(data, name, place, allowed):
     from safetensors import SafetensorError, deserialize
     try:
         specs = deserialize(data)  # checks the header and the byte ranges
@@ -291,8 +356,11 @@ def _load_safetensors(data, name, place):
         if header.get("version") != _FORMAT:
             raise ValueError(f"unknown structure version {header.get('version')!r}")
         return _decode(header["tree"], arrays, lambda key: place(arrays[key],
-                                                                 devices.get(key, "cpu")))
-    except (ValueError, KeyError, TypeError, AttributeError) as e:
+                                                                 devices.get(key, "cpu")),
+                       allowed)
+    except CheckpointError:
+        raise
+    except (ValueError, KeyError, TypeError, AttributeError, ImportError) as e:
         raise CheckpointError(f"{name}: the checkpoint structure in its metadata is damaged "
                               f"({type(e).__name__}: {e})") from None
 
@@ -303,18 +371,82 @@ def _bfloat16_to_float32(spec):
     return bits.view("<f4").reshape(spec["shape"])
 
 
-def _decode(node, arrays, tensor):
+def _decode(node, arrays, tensor, allowed=None, memo=None):
+    """The object of a JSON node. ``allowed(obj, name)`` vets every class and function a saved
+    module names; ``memo`` maps the first node of each tensor met inside a module to its
+    tensor, for the references to it (tied weights)."""
     if not isinstance(node, dict):
         return node
+    memo = {} if memo is None else memo
     (kind, value), = node.items()
+
+    def again(v):
+        return _decode(v, arrays, tensor, allowed, memo)
+
     if kind == "tensor":
         return tensor(value)
     if kind == "array":
         return arrays[value]
     if kind in ("dict", "odict"):
-        pairs = ((k, _decode(v, arrays, tensor)) for k, v in value)
+        pairs = ((k, again(v)) for k, v in value)
         return OrderedDict(pairs) if kind == "odict" else dict(pairs)
     if kind in ("list", "tuple"):
-        items = [_decode(v, arrays, tensor) for v in value]
+        items = [again(v) for v in value]
         return tuple(items) if kind == "tuple" else items
+    if kind == "set":
+        return {again(v) for v in value}
+    if kind == "parameter":
+        first, requires_grad = value
+        memo[json.dumps(first)] = Parameter(again(first), requires_grad=requires_grad)
+        return memo[json.dumps(first)]
+    if kind == "same":
+        key = json.dumps(value)
+        if key not in memo:
+            memo[key] = again(value)
+        return memo[key]
+    if kind == "global":
+        return _allowed_global(value, allowed)
+    if kind == "module":
+        return _decode_module(value, again, allowed)
     raise ValueError(f"unknown node {kind!r}")
+
+
+def _decode_module(value, again, allowed):
+    cls = _allowed_global(value["class"], allowed)
+    if not (isinstance(cls, type) and issubclass(cls, Module)):
+        raise ValueError(f"{value['class']} is not a minigpu nn.Module class")
+    module = cls.__new__(cls)
+    for name, attribute in value["attributes"]:
+        if isinstance(attribute, dict) and "table" in attribute:
+            attribute = OrderedDict((k, again(v)) for k, v in attribute["table"])
+        else:
+            attribute = again(attribute)
+        module.__dict__[name] = attribute
+    return module
+
+
+def _allowed_global(name, allowed):
+    if allowed is None:
+        raise ValueError(f"unexpected class or function {name!r} in the checkpoint")
+    obj = _resolve(name)
+    allowed(obj, name)
+    return obj
+
+
+def _weights_only_check(obj, name):
+    """torch.load's weights_only rule: a class or function named in the file is loaded only
+    when it is in the allow-list (add_safe_globals / safe_globals)."""
+    dotted = name.replace(":", ".")
+    for entry in _SAFE_GLOBALS:
+        if entry is obj or (isinstance(entry, tuple) and entry[0] is obj):
+            return
+    raise CheckpointError(
+        f"Weights only load failed. This file can still be loaded, to do so you have two "
+        f"options, do those steps only if you trust the source of the checkpoint. (1) Re-run "
+        f"minigpu.load with `weights_only` set to `False`: minigpu then imports the classes the "
+        f"file names and builds them without their constructors (it never unpickles, so no "
+        f"other code runs). (2) Allowlist the class: Unsupported global: GLOBAL {dotted} was "
+        f"not an allowed global by default. Please use `minigpu.serialization."
+        f"add_safe_globals([{obj.__qualname__}])` or the `minigpu.serialization.safe_globals("
+        f"[{obj.__qualname__}])` context manager to allowlist this global if you trust this "
+        f"class/function.")

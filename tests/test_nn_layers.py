@@ -534,3 +534,27 @@ def test_same_seed_gives_same_weights_on_cpu_and_cuda():
                                              c.weight.detach(), c.bias.detach())])
     for a, b in zip(*weights):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+
+
+def test_dropout2d_zeroes_whole_channels():
+    x = mg.ones(4, 6, 3, 3)
+    out = mg.nn.Dropout2d(0.5)(x).numpy()
+    per_channel = out.reshape(4, 6, 9)
+    assert set(np.unique(per_channel)) <= {0.0, 2.0}
+    assert (per_channel.min(axis=2) == per_channel.max(axis=2)).all()  # a channel is all or none
+    unbatched = mg.nn.Dropout2d(0.5)(mg.ones(6, 3, 3)).numpy().reshape(6, 9)
+    assert (unbatched.min(axis=1) == unbatched.max(axis=1)).all()
+    layer = mg.nn.Dropout2d(0.5).eval()
+    assert layer(x) is x
+    with pytest.warns(UserWarning, match="Received a 2-D input to dropout2d"):
+        rows = mg.nn.Dropout2d(0.5)(mg.ones(8, 5)).numpy()
+    assert (rows.min(axis=1) == rows.max(axis=1)).all()  # as torch: each row is a channel
+    assert not mg.nn.Dropout2d(1.0)(x).numpy().any()
+
+
+def test_dropout2d_gradient_is_the_mask():
+    x = mg.randn(2, 3, 2, 2, requires_grad=True)
+    mg.manual_seed(0)
+    out = mg.nn.Dropout2d(0.25)(x)
+    out.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), (out / x).detach().numpy(), rtol=1e-6)

@@ -203,3 +203,70 @@ def test_legacy_npz_loads_without_pickle_and_npy_or_pickle_are_refused(tmp_path)
         z.writestr("archive/data.pkl", b"\x80\x02}q\x00.")
     with pytest.raises(CheckpointError, match="pickled file .torch.save.*never unpickles"):
         mg.load(tmp_path / "model.pt")
+
+
+class TiedModel(nn.Module):
+    """A language-model shape: tied embedding/decoder weights, a recurrent layer, an
+    activation function kept as an attribute, and plain settings."""
+
+    def __init__(self):
+        super().__init__()
+        self.encoder = nn.Embedding(6, 4)
+        self.rnn = nn.LSTM(4, 4)
+        self.decoder = nn.Linear(4, 6)
+        self.decoder.weight = self.encoder.weight
+        self.activation = mg.nn.functional.relu
+        self.settings = {"kind": "LSTM", "sizes": (4, 4)}
+
+    def forward(self, x):
+        return self.decoder(self.activation(self.rnn(self.encoder(x))[0]))
+
+
+TIED_CLASSES = [TiedModel, nn.Embedding, nn.LSTM, nn.Linear, mg.nn.functional.relu]
+
+
+def test_a_whole_module_saves_without_pickle_and_loads_when_allowed(tmp_path):
+    model = TiedModel().eval()
+    path = tmp_path / "model.pt"
+    mg.save(model, path)
+    assert set(load_file(str(path))) == {  # the tensors, the tied one once
+        "encoder.weight", "rnn.weight_ih_l0", "rnn.weight_hh_l0", "rnn.bias_ih_l0",
+        "rnn.bias_hh_l0", "decoder.bias"}
+    with pytest.raises(CheckpointError, match="Unsupported global: GLOBAL (tests.)?test_serializ"
+                                              "ation.TiedModel.*add_safe_globals"):
+        mg.load(path)  # weights_only=True by default, as in PyTorch
+    with mg.serialization.safe_globals(TIED_CLASSES[1:]):
+        with pytest.raises(CheckpointError, match="TiedModel"):
+            mg.load(path)
+    x = mg.tensor([[1, 2], [3, 5]])
+    for loaded in (mg.load(path, weights_only=False), _load_allowed(path)):
+        assert type(loaded) is TiedModel and not loaded.training
+        assert loaded.decoder.weight is loaded.encoder.weight
+        assert isinstance(loaded.encoder.weight, nn.Parameter)
+        assert loaded.activation is mg.nn.functional.relu
+        assert loaded.settings == {"kind": "LSTM", "sizes": (4, 4)}
+        np.testing.assert_array_equal(loaded(x).detach().numpy(), model(x).detach().numpy())
+        loaded.train()
+        loss = loaded(x).sum()
+        loss.backward()  # a model that trains on
+        assert loaded.encoder.weight.grad is not None
+
+
+def _load_allowed(path):
+    with mg.serialization.safe_globals(TIED_CLASSES):
+        return mg.load(path)
+
+
+def test_what_a_module_file_cannot_hold_is_named(tmp_path):
+    model = nn.Linear(2, 2)
+    model.optimizer = optim.SGD(model.parameters(), lr=0.1)
+    with pytest.raises(TypeError, match="Linear: its attribute 'optimizer'.*SGD"):
+        mg.save(model, tmp_path / "m.pt")
+
+    def local_activation(x):
+        return x
+
+    model = nn.Linear(2, 2)
+    model.activation = local_activation
+    with pytest.raises(TypeError, match="cannot be imported back"):
+        mg.save(model, tmp_path / "m.pt")

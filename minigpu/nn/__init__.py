@@ -1,8 +1,8 @@
 """``minigpu.nn``: layers with PyTorch's names, signatures, defaults and state_dict keys."""
 from . import functional, init, parallel, utils
 from .layers import (AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d, Conv2d, Dropout,
-                     Flatten, Identity, LeakyReLU, Linear, LogSoftmax, MaxPool2d, ReLU, Sigmoid,
-                     Softmax, Tanh)
+                     Dropout2d, Flatten, Identity, LeakyReLU, Linear, LogSoftmax, MaxPool2d,
+                     NonDynamicallyQuantizableLinear, ReLU, Sigmoid, Softmax, Tanh)
 from .loss import BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, MSELoss, NLLLoss
 from .loss import HuberLoss, KLDivLoss, L1Loss, SmoothL1Loss
 from .containers import ModuleDict

@@ -7,6 +7,7 @@ and the shapes involved run here, before any kernel sees the input.
 from __future__ import annotations
 
 import math
+import warnings
 
 from .. import creation
 from ..backends.contract import pair
@@ -285,6 +286,12 @@ class BatchNorm2d(_BatchNorm):
     _dims = (4,)
 
 
+class NonDynamicallyQuantizableLinear(Linear):
+    """PyTorch's name for the Linear that MultiheadAttention uses as ``out_proj`` (a marker for
+    its quantization tools); in minigpu the same as Linear. Programs list it among their
+    ``safe_globals`` when they load a whole saved Transformer."""
+
+
 class Dropout(Module):
     def __init__(self, p=0.5, inplace=False):
         super().__init__()
@@ -297,6 +304,35 @@ class Dropout(Module):
 
     def extra_repr(self):
         return f"p={self.p}, inplace={self.inplace}"
+
+
+def feature_dropout(input, p, training):
+    """Dropout of whole channels (PyTorch's dropout2d): on (N, C, H, W) each (n, c) plane is
+    zeroed with probability p, the kept ones scaled by 1/(1-p). Input without a batch
+    dimension, (C, H, W), counts as one sample; PyTorch also takes 2-D input, with a warning,
+    as one unbatched (C, L) sample: each row then is a channel."""
+    if input.dim() not in (3, 4):
+        warnings.warn(f"dropout2d: Received a {input.dim()}-D input to dropout2d, which is "
+                      f"deprecated and will result in an error in a future release. To retain "
+                      f"the behavior and silence this warning, please use dropout instead. Note "
+                      f"that dropout2d exists to provide channel-wise dropout on inputs with 2 "
+                      f"spatial dimensions, a channel dimension, and an optional batch dimension "
+                      f"(i.e. 3D or 4D inputs).", stacklevel=3)
+    if not training or p == 0.0:
+        return input
+    batched = input.dim() == 4
+    x = input if batched else input.unsqueeze(0)
+    noise_shape = tuple(x.shape[:2]) + (1,) * (x.dim() - 2)
+    keep = creation.rand(*noise_shape, dtype=x.dtype, device=x.device) < 1.0 - p
+    out = x * (keep.to(x.dtype) * (1.0 / (1.0 - p)) if p < 1.0 else keep.to(x.dtype))
+    return out if batched else out.squeeze(0)
+
+
+class Dropout2d(Dropout):
+    """Zero whole channels of (N, C, H, W) or (C, H, W) input (see :func:`feature_dropout`)."""
+
+    def forward(self, input):
+        return feature_dropout(input, self.p, self.training)
 
 
 class Flatten(Module):

@@ -5,7 +5,8 @@ device is what PyTorch does there too: it wraps the module (state_dict keys get 
 ``module.`` prefix) and calls it on the whole batch. Splitting a batch over several GPUs
 (``device_ids`` of more than one device) and ``DistributedDataParallel`` (several processes)
 are multi-device features minigpu does not have: they raise ``NotImplementedError`` naming the
-feature. A program that outgrows one GPU moves to PyTorch itself for that part.
+feature. A program that outgrows one GPU moves to PyTorch itself for that part
+(``minigpu.to_torch(model)``, ``minigpu/handover.py``).
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from ..tensor import Device
 from .module import Module
 
 _SINGLE = ("minigpu is single-device ('cpu' or 'cuda:0'); multi-GPU training needs PyTorch "
-           "itself")
+           "itself: hand the model over with minigpu.to_torch(model) and continue there")
 
 
 def _check_device_ids(feature, device_ids, output_device):

@@ -15,6 +15,37 @@ from .scan import mask_assign_, mask_index
 from .shape import Slice, _basic_index_layout
 
 
+_ARRAY_INDEX = (Tensor, list, range, np.ndarray)
+
+
+def _as_mask_assignment(x, index, value):
+    """``x[index] = value`` with integer arrays in ``index`` (NumPy's advanced indexing rules:
+    ``x[range(n), y] = v``, ``x[:, idx] = v``) as the equivalent boolean-mask assignment: the
+    mask of the selected elements, and the values reordered to the mask's row-major order.
+    An element selected twice gets its last value, as in NumPy. The index arrays are read on
+    the host (one sync for a cuda index tensor)."""
+    def host(i):
+        if isinstance(i, Tensor):
+            return i.detach().cpu().numpy()
+        return np.asarray(i) if isinstance(i, (list, range)) else i
+
+    index = index if isinstance(index, tuple) else (index,)
+    try:
+        selected = np.arange(x.numel()).reshape(x.shape)[tuple(host(i) for i in index)]
+    except IndexError as e:
+        raise IndexError(f"index {e} (t[index] = value on a tensor of shape "
+                         f"{tuple(x.shape)})") from None
+    flat = selected.reshape(-1)
+    last = len(flat) - 1 - np.unique(flat[::-1], return_index=True)[1]  # sorted positions
+    mask = np.zeros(x.numel(), np.bool_)
+    mask[flat] = True
+    mask = Tensor._from_array(mask.reshape(x.shape), x.device)
+    if not isinstance(value, Tensor) or value.numel() == 1:
+        return mask, value
+    spread = value.expand(*selected.shape).reshape(-1)
+    return mask, spread[Tensor._from_array(last.astype(np.int64), value.device)]
+
+
 @op(method="__getitem__")
 def getitem(x, index):
     if isinstance(index, Tensor):
@@ -30,8 +61,9 @@ def getitem(x, index):
 
 @op(method="__setitem__")
 def setitem_(x, index, value):
-    """``x[index] = value`` (basic indexing, or a boolean mask of x's shape): writes through
-    the view ``x[index]``; value is a scalar or a tensor broadcast to the view."""
+    """``x[index] = value`` (basic indexing, a boolean mask of x's shape, or integer arrays:
+    see :func:`_as_mask_assignment`): writes through the view ``x[index]``; value is a scalar
+    or a tensor broadcast to the view."""
     if isinstance(index, Tensor) and index.dtype == np.bool_:
         if isinstance(value, Tensor) and value.numel() != 1:
             mask_assign_(x, index, value)  # one value per selected element: compaction
@@ -40,10 +72,11 @@ def setitem_(x, index, value):
         mask = index.reshape(*index.shape, *[1] * (x.ndim - index.ndim))
         masked_fill_(x, mask, value.reshape(()) if isinstance(value, Tensor) else value)
         return
-    if isinstance(index, (Tensor, list, np.ndarray)) or (isinstance(index, tuple) and any(
-            isinstance(i, (Tensor, list, np.ndarray)) for i in index)):
-        raise IndexError("minigpu: t[index] = value takes basic indexing (ints, slices, None, "
-                         "...) or a boolean mask; integer-array indices are not supported")
+    if isinstance(index, _ARRAY_INDEX) or (isinstance(index, tuple) and any(
+            isinstance(i, _ARRAY_INDEX) for i in index)):
+        mask, value = _as_mask_assignment(x, index, value)
+        setitem_(x, mask, value)
+        return
     recording = is_grad_enabled() and (x.requires_grad or (
         isinstance(value, Tensor) and value.requires_grad))
     if recording:

@@ -18,12 +18,12 @@ _nn = sys.modules[__name__.rpartition(".")[0]]  # minigpu.nn, imported before th
 
 TORCH_FILES = {
     "module": ["Module"],
-    "linear": ["Linear", "Identity"],
+    "linear": ["Linear", "Identity", "NonDynamicallyQuantizableLinear"],
     "conv": ["Conv1d", "Conv2d", "ConvTranspose2d"],
     "pooling": ["MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d"],
     "batchnorm": ["BatchNorm1d", "BatchNorm2d"],
     "normalization": ["LayerNorm"],
-    "dropout": ["Dropout"],
+    "dropout": ["Dropout", "Dropout2d"],
     "flatten": ["Flatten"],
     "activation": ["ReLU", "LeakyReLU", "Sigmoid", "Tanh", "Softmax", "LogSoftmax", "ELU",
                    "GELU", "SiLU", "Softplus", "MultiheadAttention"],
