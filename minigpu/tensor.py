@@ -382,6 +382,13 @@ class Tensor(autograd.Variable):
     def __int__(self):
         return int(self.item())
 
+    def __index__(self):
+        """``classes[label]`` with a 0-d integer tensor, as in PyTorch."""
+        if self.dtype.kind not in "iub" or self.numel() != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an "
+                            "index")
+        return int(self.item())
+
     def __bool__(self):
         if self.numel() != 1:
             raise RuntimeError(f"Boolean value of Tensor with {self.numel()} elements is "

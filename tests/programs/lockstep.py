@@ -168,7 +168,7 @@ def _torch_random_draws(run):
     import minigpu
     from minigpu import creation
     from minigpu.nn import init, layers
-    from minigpu.ops import inplace, normalization
+    from minigpu.ops import normalization
     from minigpu.utils import data
 
     def to_mg(t, device):
@@ -230,14 +230,14 @@ def _torch_random_draws(run):
     swaps = [(minigpu_manual_seed, manual_seed), (creation._random, random), (creation.randint, randint),
              (creation.randperm, randperm), (normalization.dropout, dropout),
              (layers.feature_dropout, feature_dropout),
-             (inplace.uniform_, fill(torch.Tensor.uniform_)),
-             (inplace.normal_, fill(torch.Tensor.normal_))]
+             (creation.uniform_, fill(torch.Tensor.uniform_)),
+             (creation.normal_, fill(torch.Tensor.normal_))]
     swaps += [(getattr(init, name), fill(getattr(torch.nn.init, name)))
               for name in init.__all__ if name.endswith("_") and name not in
               ("constant_", "zeros_", "ones_")]
-    for old, new in swaps:
-        for module in list(sys.modules.values()):
-            if getattr(module, "__name__", "").startswith("minigpu"):
+    for old, new in swaps:  # in every minigpu module, and the Tensor methods set by the ops
+        for module in [*sys.modules.values(), minigpu.Tensor]:
+            if getattr(module, "__name__", "").startswith("minigpu") or module is minigpu.Tensor:
                 for attr, value in list(vars(module).items()):
                     if value is old:
                         run.patch(module, attr, new)
