@@ -39,6 +39,9 @@ def parse_args(argv=None):
                         metavar=("C1", "C2"), help="output channels of the two convolutions")
     parser.add_argument("--dropout", type=du.fraction, default=0.5,
                         help="dropout on the flattened features, before the fully connected layers")
+    parser.add_argument("--amp", action="store_true",
+                        help="mixed precision: forward in mg.autocast (convolutions and linear "
+                             "layers in float16) with a GradScaler; weights stay float32")
     return du.finish_args(parser, parser.parse_args(argv), default_epochs=12)
 
 
@@ -66,16 +69,23 @@ def evaluate(model, x, y, loss_fn, batch=512):
     return sum(losses) / x.shape[0], float((preds == y.numpy()).mean()), preds
 
 
-def train_epoch(model, loader, optimizer, loss_fn, desc):
-    """One pass over the loader; returns (mean loss, accuracy) of the training batches."""
+def train_epoch(model, loader, optimizer, loss_fn, desc, scaler=None):
+    """One pass over the loader; returns (mean loss, accuracy) of the training batches. With a
+    ``GradScaler``, the forward pass runs under ``mg.autocast`` (mixed precision)."""
     total, correct, seen = 0.0, 0, 0
     bar = du.progress(loader, desc=desc, unit="batch")
     for x, y in bar:
         optimizer.zero_grad()
-        logits = model(x)
-        loss = loss_fn(logits, y)
-        loss.backward()
-        optimizer.step()
+        with mg.autocast(x.device.type, dtype=mg.float16, enabled=scaler is not None):
+            logits = model(x)
+            loss = loss_fn(logits, y)
+        if scaler is None:
+            loss.backward()
+            optimizer.step()
+        else:
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
         n = y.shape[0]
         total += loss.item() * n
         correct += int((logits.detach().numpy().argmax(axis=1) == y.numpy()).sum())
@@ -131,13 +141,14 @@ def main(argv=None):
           f"{x_train.shape[0]} training / {x_test.shape[0]} test digits")
     optimizer = mg.optim.Adam(model.parameters(), lr=args.lr)
     loss_fn = nn.CrossEntropyLoss()
+    scaler = mg.amp.GradScaler(device) if args.amp else None
 
     history = []
     with du.Timer() as timer:
         for epoch in range(1, args.epochs + 1):
             lr = cosine_lr(optimizer, args.lr, epoch - 1, args.epochs)
             train_loss, train_acc = train_epoch(model, loader, optimizer, loss_fn,
-                                                f"epoch {epoch}/{args.epochs}")
+                                                f"epoch {epoch}/{args.epochs}", scaler)
             test_loss, test_acc, _ = evaluate(model, x_test, y_test, loss_fn)
             history.append(dict(epoch=epoch, lr=lr, train_loss=train_loss,
                                 train_accuracy=train_acc, test_loss=test_loss,
@@ -162,7 +173,8 @@ def main(argv=None):
 
     metrics = dict(demo=DEMO, device=device, simulator=device == "cuda" and
                    mg.cuda.is_simulator(), epochs=args.epochs, seed=args.seed,
-                   smoke=args.smoke, batch_size=batch_size, lr=args.lr, parameters=n_params,
+                   smoke=args.smoke, amp=args.amp, batch_size=batch_size, lr=args.lr,
+                   parameters=n_params,
                    model="LeNet5", model_config=config, train_size=int(x_train.shape[0]),
                    test_size=int(x_test.shape[0]), test_accuracy=test_acc, test_loss=test_loss,
                    test_errors=int((preds != labels).sum()),
