@@ -10,10 +10,12 @@ from .memory import array, flat
 
 
 def windows(x, kernel, stride, padding, dilation, pad_value):
-    """(N, C, kh, kw, OH, OW) strided windows over a padded copy of x."""
+    """(N, C, kh, kw, OH, OW) strided windows over a padded copy of x (over x itself when
+    there is no padding)."""
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
     n, c, h, w = x.shape
-    xp = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=pad_value)
+    xp = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=pad_value) \
+        if ph or pw else x
     oh, ow = conv_out_size(h, kh, sh, ph, dh), conv_out_size(w, kw, sw, pw, dw)
     s = xp.strides
     return as_strided(xp, shape=(n, c, kh, kw, oh, ow),

@@ -9,6 +9,36 @@ from .memory import array, flat
 
 
 def maxpool2d(x, kernel, stride, padding):
+    """Max and first argmax of each window, one tap at a time: each of the kh*kw taps is a
+    strided (N, C, OH, OW) view of the input, compared with the best so far; where it is
+    strictly larger (ties keep the first tap, as argmax does) it becomes the best and its tap
+    number is kept. A few passes over the output instead of gathering every window into a
+    copy. Any NaN in the input takes ``maxpool2d_reference`` (whose argmax picks the first
+    NaN)."""
+    a = array(x)
+    if a.dtype.kind == "f" and np.isnan(np.add.reduce(a, axis=None)):
+        return maxpool2d_reference(x, kernel, stride, padding)
+    n, c, h, w = a.shape
+    win = windows(a, kernel, stride, padding, (1, 1), -np.inf)
+    kh, kw, oh, ow = win.shape[2:]
+    best = win[:, :, 0, 0].copy()
+    tap_of_best = np.zeros(best.shape, np.uint8 if kh * kw < 256 else np.int64)
+    larger = np.empty(best.shape, bool)
+    for t in range(1, kh * kw):
+        tap = win[:, :, t // kw, t % kw]
+        np.greater(tap, best, out=larger)
+        np.maximum(best, tap, out=best)
+        np.putmask(tap_of_best, larger, t)
+    # flat index = the window's top-left pixel + the tap's offset inside the window
+    corner = (np.arange(oh)[:, None] * stride[0] - padding[0]) * w + \
+        (np.arange(ow)[None, :] * stride[1] - padding[1])
+    tap_offset = np.array([i * w + j for i in range(kh) for j in range(kw)], np.int64)
+    return best.reshape(-1), np.add(corner, tap_offset.take(tap_of_best)).reshape(-1)
+
+
+def maxpool2d_reference(x, kernel, stride, padding):
+    """The plain form (the oracle of ``maxpool2d``): every window gathered as a last axis of
+    kh*kw taps, argmax over it."""
     a = array(x)
     n, c, h, w = a.shape
     win = windows(a, kernel, stride, padding, (1, 1), -np.inf)
@@ -23,6 +53,22 @@ def maxpool2d(x, kernel, stride, padding):
 
 
 def maxpool2d_backward(g, argmax, x_shape):
+    """Each output gradient added to its argmax pixel: one ``bincount`` over the flat pixel
+    numbers (summed in float64: overlapping windows add up exactly, then round once). An
+    argmax outside its plane (a window of -inf that points at padding) takes
+    ``maxpool2d_backward_reference``."""
+    n, c, h, w = x_shape
+    gv, idx = array(g), array(argmax)
+    planes = idx.reshape(n * c, -1)
+    if planes.size and (planes.min() < 0 or planes.max() >= h * w):
+        return maxpool2d_backward_reference(g, argmax, x_shape)
+    pixel = planes + (np.arange(n * c) * (h * w))[:, None]
+    out = np.bincount(pixel.reshape(-1), weights=gv.reshape(-1), minlength=n * c * h * w)
+    return out.astype(g.dtype, copy=False)
+
+
+def maxpool2d_backward_reference(g, argmax, x_shape):
+    """The plain form (the oracle of ``maxpool2d_backward``): ``np.add.at``."""
     n, c, h, w = x_shape
     gv, idx = array(g), array(argmax)
     out = np.zeros((n * c, h * w), dtype=g.dtype)

@@ -1,0 +1,67 @@
+"""The cpu backend's fast paths against the plain forms they replaced (kept as their oracles).
+
+Each fast path is a different way to compute the same thing with fewer passes over memory;
+the plain form is the readable reference. Selections (max pooling's values and argmax) must
+agree exactly; sums may differ in rounding only (float64 accumulation, another order).
+"""
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from minigpu.backends import contract, get
+from minigpu.backends.cpu import pool
+from strategies import views
+
+cpu = get("cpu")
+
+
+@st.composite
+def pool_geometry(draw):
+    """(x_shape, kernel, stride, padding) with padding <= kernel // 2, as PyTorch requires."""
+    kernel = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    stride = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    padding = tuple(draw(st.integers(0, k // 2)) for k in kernel)
+    sides = tuple(draw(st.integers(max(1, k - 2 * p), 7)) for k, p in zip(kernel, padding))
+    return (draw(st.integers(1, 2)), draw(st.integers(1, 3))) + sides, kernel, stride, padding
+
+
+specials = st.sampled_from([None, np.nan, -np.inf, np.inf])
+
+
+@given(st.data(), st.sampled_from([np.float32, np.float64]))
+def test_maxpool2d_equals_its_reference(data, dtype):
+    """Values and argmax exactly, with ties (small integers), infinities and NaN."""
+    x_shape, kernel, stride, padding = data.draw(pool_geometry())
+    ties = data.draw(st.booleans())
+    spec = data.draw(views(x_shape, dtype=dtype, lo=-2 if ties else -4, hi=2 if ties else 4))
+    if ties:
+        spec.base = np.round(spec.base)
+    special = data.draw(specials)
+    if special is not None:
+        spec.base[data.draw(st.integers(0, spec.base.size - 1))] = special
+    x = spec.on(cpu)
+    got_v, got_i = pool.maxpool2d(x, kernel, stride, padding)
+    ref_v, ref_i = pool.maxpool2d_reference(x, kernel, stride, padding)
+    assert got_v.dtype == ref_v.dtype and got_i.dtype == ref_i.dtype == np.int64
+    np.testing.assert_array_equal(got_v, ref_v)
+    np.testing.assert_array_equal(got_i, ref_i)
+
+
+@given(st.data(), st.sampled_from([np.float32, np.float64]))
+def test_maxpool2d_backward_equals_its_reference(data, dtype):
+    """Overlapping windows (stride < kernel) route several gradients to one pixel; a window
+    of -inf points at its padding and takes the reference path."""
+    x_shape, kernel, stride, padding = data.draw(pool_geometry())
+    x = data.draw(views(x_shape, dtype=dtype, lo=-2, hi=2))
+    x.base = np.round(x.base)
+    if data.draw(st.booleans()):
+        x.base[:] = -np.inf
+    _, argmax = pool.maxpool2d(x.on(cpu), kernel, stride, padding)
+    out_shape = x_shape[:2] + (argmax.size // (x_shape[0] * x_shape[1]), 1)
+    g = data.draw(views(out_shape, dtype=dtype))
+    idx = contract.dense(argmax, out_shape)
+    got = pool.maxpool2d_backward(g.on(cpu), idx, x_shape)
+    ref = pool.maxpool2d_backward_reference(g.on(cpu), idx, x_shape)
+    assert got.dtype == ref.dtype and got.shape == ref.shape
+    np.testing.assert_allclose(got, ref, rtol=1e-6 if dtype == np.float32 else 1e-14,
+                               atol=1e-6 if dtype == np.float32 else 1e-14)
