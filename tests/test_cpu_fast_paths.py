@@ -5,9 +5,12 @@ the plain form is the readable reference. Selections (max pooling's values and a
 agree exactly; sums may differ in rounding only (float64 accumulation, another order).
 """
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import minigpu as mg
+import minigpu.nn.functional as F
 from minigpu.backends import contract, get
 from minigpu.backends.cpu import pool
 from strategies import views
@@ -65,3 +68,33 @@ def test_maxpool2d_backward_equals_its_reference(data, dtype):
     assert got.dtype == ref.dtype and got.shape == ref.shape
     np.testing.assert_allclose(got, ref, rtol=1e-6 if dtype == np.float32 else 1e-14,
                                atol=1e-6 if dtype == np.float32 else 1e-14)
+
+
+# --- conv weight gradients: sum_of_products' two forms -------------------------------------
+# (x shape, weight shape): images of one or a few pixels take the one-GEMM form (the copies
+# are smaller than the per-image products), larger ones the per-image products summed over n.
+CONV_WEIGHT_CASES = [
+    ("conv2d", (2, 3, 2, 2), (4, 3, 2, 2)),             # 1 output pixel: one GEMM
+    ("conv2d", (2, 2, 5, 5), (3, 2, 3, 3)),             # 9 pixels: per image
+    ("conv_transpose2d", (2, 3, 1, 1), (3, 2, 2, 2)),   # 1 input pixel: one GEMM
+    ("conv_transpose2d", (2, 2, 4, 4), (2, 3, 2, 2)),   # 16 pixels: per image
+]
+
+
+@pytest.mark.parametrize("name,x_shape,w_shape", CONV_WEIGHT_CASES)
+def test_conv_weight_gradient_in_both_forms(name, x_shape, w_shape):
+    """float64 gradcheck on cpu, and cuda's gradients equal cpu's (float32)."""
+    rng = np.random.default_rng(0)
+    fn = getattr(F, name)
+    x = mg.tensor(rng.normal(size=x_shape), dtype=mg.float64, requires_grad=True)
+    w = mg.tensor(rng.normal(size=w_shape), dtype=mg.float64, requires_grad=True)
+    assert mg.autograd.gradcheck(lambda x, w: fn(x, w), (x, w))
+    grads = []
+    for device in ("cpu", "cuda"):
+        ts = [mg.tensor(t.detach().numpy(), dtype=mg.float32, device=device,
+                        requires_grad=True) for t in (x, w)]
+        out = fn(*ts)
+        (out * out).sum().backward()
+        grads.append([t.grad.numpy() for t in ts])
+    for got, want in zip(grads[1], grads[0]):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
