@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 import minigpu as mg
 import minigpu.nn.functional as F
 from minigpu.backends import contract, get
-from minigpu.backends.cpu import pool
+from minigpu.backends.cpu import conv, pool
 from strategies import views
 
 cpu = get("cpu")
@@ -98,3 +98,32 @@ def test_conv_weight_gradient_in_both_forms(name, x_shape, w_shape):
         grads.append([t.grad.numpy() for t in ts])
     for got, want in zip(grads[1], grads[0]):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@st.composite
+def conv_geometry(draw):
+    """(x_shape, kernel, stride, padding, dilation) whose output is at least 1x1; widths up to
+    12 give outputs on both sides of col2im's OW < 8 switch."""
+    kernel = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    stride = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    dilation = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    padding = (draw(st.integers(0, 2)), draw(st.integers(0, 2)))
+    span = [d * (k - 1) + 1 for k, d in zip(kernel, dilation)]
+    sides = tuple(draw(st.integers(max(1, s - 2 * p), 12)) for s, p in zip(span, padding))
+    return (draw(st.integers(1, 2)), draw(st.integers(1, 3))) + sides, kernel, stride, \
+        padding, dilation
+
+
+@given(st.data(), st.sampled_from([np.float32, np.float64]))
+def test_col2im_equals_its_reference(data, dtype):
+    """Exactly: both add the taps in the same (ki, kj) order."""
+    x_shape, kernel, stride, padding, dilation = data.draw(conv_geometry())
+    n, c = x_shape[:2]
+    out = [(s + 2 * p - d * (k - 1) - 1) // st_ + 1 for s, k, st_, p, d in
+           zip(x_shape[2:], kernel, stride, padding, dilation)]
+    cols = data.draw(views((n, c * kernel[0] * kernel[1], out[0] * out[1]), dtype=dtype))
+    args = (x_shape, kernel, stride, padding, dilation)
+    got = cpu.col2im(cols.on(cpu), *args)
+    ref = conv.col2im_reference(cols.on(cpu), *args)
+    assert got.dtype == ref.dtype and got.shape == ref.shape
+    np.testing.assert_array_equal(got, ref)
