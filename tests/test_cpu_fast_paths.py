@@ -127,3 +127,18 @@ def test_col2im_equals_its_reference(data, dtype):
     ref = conv.col2im_reference(cols.on(cpu), *args)
     assert got.dtype == ref.dtype and got.shape == ref.shape
     np.testing.assert_array_equal(got, ref)
+
+
+@given(st.data(), st.sampled_from([np.float32, np.float64]))
+def test_matmul_with_one_right_matrix_equals_per_batch_products(data, dtype):
+    """b with batch stride 0 (a Linear layer over a batch of sequences) takes the stacked-rows
+    GEMM; a is any layout (strided, transposed, broadcast)."""
+    bsz, m, k, n = (data.draw(st.integers(1, 4)) for _ in range(4))
+    a = data.draw(views((bsz, m, k), dtype=dtype))
+    b = data.draw(views((1, k, n), dtype=dtype))
+    b_view = contract.View(cpu.from_numpy(b.base), (bsz, k, n), (0,) + b.strides[1:], b.offset)
+    got = cpu.matmul(a.on(cpu), b_view).reshape(bsz, m, n)
+    want = np.stack([a.numpy()[i] @ b.numpy()[0] for i in range(bsz)])
+    assert got.dtype == dtype
+    np.testing.assert_allclose(got, want, rtol=1e-5 if dtype == np.float32 else 1e-12,
+                               atol=1e-5 if dtype == np.float32 else 1e-12)
