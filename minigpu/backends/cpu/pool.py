@@ -53,18 +53,19 @@ def maxpool2d_reference(x, kernel, stride, padding):
 
 
 def maxpool2d_backward(g, argmax, x_shape):
-    """Each output gradient added to its argmax pixel: one ``bincount`` over the flat pixel
-    numbers (summed in float64: overlapping windows add up exactly, then round once). An
-    argmax outside its plane (a window of -inf that points at padding) takes
-    ``maxpool2d_backward_reference``."""
+    """Each output gradient added to its argmax pixel: ``np.add.at`` with one flat index
+    (plane * H*W + argmax), which NumPy runs on a fast path that a tuple of index arrays does
+    not take; same additions in the same order as ``maxpool2d_backward_reference``. An argmax
+    outside its plane (a window of -inf that points at padding) takes the reference."""
     n, c, h, w = x_shape
     gv, idx = array(g), array(argmax)
     planes = idx.reshape(n * c, -1)
     if planes.size and (planes.min() < 0 or planes.max() >= h * w):
         return maxpool2d_backward_reference(g, argmax, x_shape)
     pixel = planes + (np.arange(n * c) * (h * w))[:, None]
-    out = np.bincount(pixel.reshape(-1), weights=gv.reshape(-1), minlength=n * c * h * w)
-    return out.astype(g.dtype, copy=False)
+    out = np.zeros(n * c * h * w, dtype=g.dtype)
+    np.add.at(out, pixel.reshape(-1), gv.reshape(-1))
+    return out
 
 
 def maxpool2d_backward_reference(g, argmax, x_shape):
