@@ -12,8 +12,8 @@ def maxpool2d(x, kernel, stride, padding):
     """Max and first argmax of each window, one tap at a time: each of the kh*kw taps is a
     strided (N, C, OH, OW) view of the input, compared with the best so far; where it is
     strictly larger (ties keep the first tap, as argmax does) it becomes the best and its tap
-    number is kept. A few passes over the output instead of gathering every window into a
-    copy. Any NaN in the input takes ``maxpool2d_reference`` (whose argmax picks the first
+    number is kept (in a byte per window). A few passes over the output instead of gathering
+    every window into a copy. Any NaN in the input takes ``maxpool2d_reference`` (whose argmax picks the first
     NaN)."""
     a = array(x)
     if a.dtype.kind == "f" and np.isnan(np.add.reduce(a, axis=None)):
@@ -22,13 +22,16 @@ def maxpool2d(x, kernel, stride, padding):
     win = windows(a, kernel, stride, padding, (1, 1), -np.inf)
     kh, kw, oh, ow = win.shape[2:]
     best = win[:, :, 0, 0].copy()
-    tap_of_best = np.zeros(best.shape, np.uint8 if kh * kw < 256 else np.int64)
+    small = np.uint8 if kh * kw < 256 else np.int64
+    tap_of_best, tap_if_larger = np.zeros(best.shape, small), np.empty(best.shape, small)
     larger = np.empty(best.shape, bool)
     for t in range(1, kh * kw):
         tap = win[:, :, t // kw, t % kw]
         np.greater(tap, best, out=larger)
         np.maximum(best, tap, out=best)
-        np.putmask(tap_of_best, larger, t)
+        # taps come in increasing order: where this one is larger, t is the new maximum tap
+        np.multiply(larger, small(t), out=tap_if_larger)
+        np.maximum(tap_of_best, tap_if_larger, out=tap_of_best)
     # flat index = the window's top-left pixel + the tap's offset inside the window
     corner = (np.arange(oh)[:, None] * stride[0] - padding[0]) * w + \
         (np.arange(ow)[None, :] * stride[1] - padding[1])
