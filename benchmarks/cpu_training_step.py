@@ -312,8 +312,9 @@ def main(args):
           f"{torch.get_num_threads() if torch is not None else '-'}; numpy {np.__version__}, "
           f"torch {torch.__version__ if torch is not None else 'not importable'}, "
           f"{os.cpu_count()} cpus, load average {os.getloadavg()[0]:.1f} at start")
-    print(f"median of {args.rounds} alternating rounds per side; peak memory: tracemalloc "
-          f"(minigpu), torch.profiler allocator events (torch)")
+    print(f"minigpu from {os.path.dirname(mg.__file__)}; median of {args.rounds} alternating "
+          f"rounds per side; peak memory: tracemalloc (minigpu), torch.profiler allocator events "
+          f"(torch)")
     names = args.only or list(WORKLOADS)
     unknown = sorted(set(names) - set(WORKLOADS))
     if unknown:
