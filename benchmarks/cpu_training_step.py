@@ -1,6 +1,7 @@
 """One training step on the cpu device: minigpu (NumPy backend) against PyTorch CPU, same run.
 
-    python benchmarks/cpu_training_step.py [--threads 1] [--rounds 21] [--round-ms 40] [--only NAME ...]
+    python benchmarks/cpu_training_step.py [--threads 1] [--rounds 21] [--round-ms 40]
+                                           [--only NAME ...] [--no-memory]
 
 The workloads are the models users train on the cpu device: the demos' networks
 (``demos/train_cnn.py``'s LeNet-5 with BatchNorm and dropout on 8x8 digits, the same network on

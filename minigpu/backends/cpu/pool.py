@@ -13,8 +13,8 @@ def maxpool2d(x, kernel, stride, padding):
     strided (N, C, OH, OW) view of the input, compared with the best so far; where it is
     strictly larger (ties keep the first tap, as argmax does) it becomes the best and its tap
     number is kept (in a byte per window). A few passes over the output instead of gathering
-    every window into a copy. Any NaN in the input takes ``maxpool2d_reference`` (whose argmax picks the first
-    NaN)."""
+    every window into a copy. Any NaN in the input takes ``maxpool2d_reference`` (whose
+    argmax picks the first NaN)."""
     a = array(x)
     if a.dtype.kind == "f" and np.isnan(np.add.reduce(a, axis=None)):
         return maxpool2d_reference(x, kernel, stride, padding)
