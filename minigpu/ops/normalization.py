@@ -1,8 +1,9 @@
 """Batch normalisation and dropout, composed from existing ops (no new primitive).
 
-``batch_norm`` in training mode is one Function: its forward composes ``mean``, elementwise
-and ``rsqrt`` ops over all dims but the channel dim (dim 1) and its backward is the closed
-form (one pass of two per-channel sums instead of differentiating through mean and var)::
+``batch_norm`` in training mode is one Function whose forward and backward call the backend's
+``reduce``, ``unary`` and ``binary`` primitives over all dims but the channel dim (dim 1); the
+backward is the closed form (two per-channel sums instead of differentiating through mean and
+var)::
 
     xhat = (x - mean) * invstd                invstd = 1 / sqrt(var + eps), var biased
     y    = xhat * weight + bias
