@@ -1,4 +1,4 @@
-"""Batch normalisation and dropout, composed from existing ops (no new primitive).
+"""Batch normalisation and dropout, from existing primitives and ops (no new primitive).
 
 ``batch_norm`` in training mode is one Function whose forward and backward call the backend's
 ``reduce``, ``unary`` and ``binary`` primitives over all dims but the channel dim (dim 1); the
