@@ -51,6 +51,8 @@ class BatchNormTrain(Function):
 
     def forward(self, x, weight, bias, eps):
         x = contiguous(x)
+        weight, bias = (p if p is None or p.dtype == x.dtype else p.to(x.dtype)
+                        for p in (weight, bias))  # the primitives take one dtype
         n, c = x.shape[:2]
         s = x.numel() // (n * c)
         self.dims, self.count = (n, c, s), n * s
@@ -143,12 +145,11 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
             raise ValueError(f"Expected more than 1 value per channel when training, got "
                              f"input size {tuple(input.shape)}")
         y, mean, var = BatchNormTrain.apply(input, weight, bias, float(eps))
-        with no_grad():
+        with no_grad():  # in place: (1 - momentum) * running + momentum * batch statistic
             if running_mean is not None:
-                running_mean.copy_(running_mean * (1.0 - momentum) + mean * momentum)
-            if running_var is not None:
-                unbiased = var * (count / (count - 1.0))
-                running_var.copy_(running_var * (1.0 - momentum) + unbiased * momentum)
+                running_mean.mul_(1.0 - momentum).add_(mean, alpha=momentum)
+            if running_var is not None:  # the variance unbiased: var * count / (count - 1)
+                running_var.mul_(1.0 - momentum).add_(var, alpha=momentum * count / (count - 1.0))
         return y
     if running_mean is None or running_var is None:
         raise RuntimeError("batch_norm: running_mean and running_var must be defined in "
