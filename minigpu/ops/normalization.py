@@ -1,4 +1,4 @@
-"""Batch normalisation and dropout, from existing primitives and ops (no new primitive).
+"""Batch normalisation and dropout, composed from existing ops (no new primitive).
 
 ``batch_norm`` in training mode is one Function whose forward and backward call the backend's
 ``reduce``, ``unary`` and ``binary`` primitives over all dims but the channel dim (dim 1); the
@@ -28,7 +28,6 @@ from ..random import default_generator
 from ..tensor import Tensor
 from . import elementwise as ew
 from .common import as_float, check_same_device
-from .shape import contiguous
 
 
 def _channel_shape(x):
@@ -50,7 +49,7 @@ class BatchNormTrain(Function):
     between (each would cost more host time than a small layer's arithmetic)."""
 
     def forward(self, x, weight, bias, eps):
-        x = contiguous(x)
+        x = x.contiguous()
         weight, bias = (p if p is None or p.dtype == x.dtype else p.to(x.dtype)
                         for p in (weight, bias))  # the primitives take one dtype
         n, c = x.shape[:2]
@@ -80,7 +79,7 @@ class BatchNormTrain(Function):
     def backward(self, g, _mean, _var):
         centred, invstd, weight = self.saved_tensors
         (n, c, s), dims = self.dims, self.dims
-        g = contiguous(g)
+        g = g.contiguous()
         be = g.backend
         gv = View(g._buf, dims, (c * s, s, 1), g._offset)
         cv = View(centred._buf, dims, (c * s, s, 1), 0)
