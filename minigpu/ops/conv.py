@@ -77,24 +77,6 @@ class Conv2d(Function):
         return grad_x, grad_w, grad_b, None, None, None
 
 
-def sum_of_products(be, a: View, b: View):
-    """``sum_n a[n] @ b[n]^T`` for dense a (N, R, P) and b (N, K, P): a weight's gradient.
-
-    Per image it is an (R, P) @ (P, K) product, and the N products are then summed. When the
-    images are small (few pixels P, as in a DCGAN's first layers) those N (R, K) products are
-    larger than the operands: then both are copied into one (R, N*P) @ (N*P, K) product over
-    every pixel of every image, one GEMM with nothing to sum afterwards."""
-    n, r, p = a.shape
-    k = b.shape[1]
-    if p * (r + k) < r * k:  # the two copies are smaller than the N products
-        a2 = be.contiguous(View(a.buf, (r, n, p), (p, r * p, 1), a.offset))
-        b2 = be.contiguous(View(b.buf, (n, p, k), (k * p, 1, p), b.offset))
-        return be.matmul(View(a2, (1, r, n * p), (0, n * p, 1), 0),
-                         View(b2, (1, n * p, k), (0, k, 1), 0))
-    per_image = be.matmul(a, View(b.buf, (n, p, k), (k * p, 1, p), b.offset))
-    return be.reduce("sum", View(per_image, (n, r, k), (r * k, k, 1), 0), (0,))
-
-
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *,
            name="conv2d"):
     """``torch.nn.functional.conv2d`` for groups=1: (N,C,H,W) or unbatched (C,H,W) input,
@@ -197,3 +179,21 @@ def _single(value, what):
                                f"{what}={list(value)}")
         return (int(value[0]),)
     return (int(value),)
+
+
+def sum_of_products(be, a: View, b: View):
+    """``sum_n a[n] @ b[n]^T`` for dense a (N, R, P) and b (N, K, P): a weight's gradient.
+
+    Per image it is an (R, P) @ (P, K) product, and the N products are then summed. When the
+    images are small (few pixels P, as in a DCGAN's first layers) those N (R, K) products are
+    larger than the operands: then both are copied into one (R, N*P) @ (N*P, K) product over
+    every pixel of every image, one GEMM with nothing to sum afterwards."""
+    n, r, p = a.shape
+    k = b.shape[1]
+    if p * (r + k) < r * k:  # the two copies are smaller than the N products
+        a2 = be.contiguous(View(a.buf, (r, n, p), (p, r * p, 1), a.offset))
+        b2 = be.contiguous(View(b.buf, (n, p, k), (k * p, 1, p), b.offset))
+        return be.matmul(View(a2, (1, r, n * p), (0, n * p, 1), 0),
+                         View(b2, (1, n * p, k), (0, k, 1), 0))
+    per_image = be.matmul(a, View(b.buf, (n, p, k), (k * p, 1, p), b.offset))
+    return be.reduce("sum", View(per_image, (n, r, k), (r * k, k, 1), 0), (0,))

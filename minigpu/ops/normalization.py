@@ -38,6 +38,24 @@ def _stat_dims(x):
     return (0,) + tuple(range(2, x.ndim))
 
 
+def _channels(buf, c):
+    """A (C,) buffer as a view."""
+    return View(buf, (c,), (1,), 0)
+
+
+def _spread(buf, dims):
+    """A (C,) buffer broadcast over (N, C, S): stride 0 along N and S."""
+    return View(buf, dims, (0, 1, 0), 0)
+
+
+def _scale(be, invstd, weight, c):
+    """invstd * weight per channel (invstd alone without a weight), a (C,) buffer."""
+    if weight is None:
+        return invstd
+    return be.binary("mul", _channels(invstd, c), View(weight._buf, (c,), weight._strides,
+                                                        weight._offset))
+
+
 class BatchNormTrain(Function):
     """Normalise with the batch statistics; returns (y, batch mean, biased batch var).
 
@@ -103,24 +121,6 @@ class BatchNormTrain(Function):
         gb = Tensor._dense(sum_g, (c,), g.device) if len(self.needs_input_grad) > 2 and \
             self.needs_input_grad[2] else None
         return gx, gw, gb, None
-
-
-def _channels(buf, c):
-    """A (C,) buffer as a view."""
-    return View(buf, (c,), (1,), 0)
-
-
-def _spread(buf, dims):
-    """A (C,) buffer broadcast over (N, C, S): stride 0 along N and S."""
-    return View(buf, dims, (0, 1, 0), 0)
-
-
-def _scale(be, invstd, weight, c):
-    """invstd * weight per channel (invstd alone without a weight), a (C,) buffer."""
-    if weight is None:
-        return invstd
-    return be.binary("mul", _channels(invstd, c), View(weight._buf, (c,), weight._strides,
-                                                        weight._offset))
 
 
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
