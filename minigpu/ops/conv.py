@@ -11,7 +11,8 @@ bias is added by one broadcasting ``binary`` kernel. The backward pass is three 
 and the adjoint of im2col::
 
     grad_bias = sum over (n, pixel) of g                     reduce
-    grad_W2   = sum_n g[n] @ cols[n]^T                       matmul + reduce over n
+    grad_W2   = sum_n g[n] @ cols[n]^T                       matmul + reduce over n, or one GEMM
+                                                             over all pixels (sum_of_products)
     grad_x    = col2im(W2^T @ g[n])                          matmul + col2im (overlaps summed)
 
 Memory: ``cols`` is kh*kw times larger than the input and is kept for the backward pass: the
@@ -69,10 +70,9 @@ class Conv2d(Function):
             grad_x = Tensor._dense(be.col2im(grad_cols_v, x_shape, kernel, stride, padding,
                                              dilation), x_shape, g.device)
         if self.needs_input_grad[1]:
-            cols_t = View(self.cols, (n, pixels, k), (k * pixels, 1, pixels), 0)  # cols^T
-            per_image = be.matmul(g_v, cols_t)
-            summed = be.reduce("sum", View(per_image, (n, oc, k), (oc * k, k, 1), 0), (0,))
-            grad_w = Tensor._dense(summed, weight.shape, g.device)
+            grad_w = Tensor._dense(sum_of_products(be, g_v, View(self.cols, (n, k, pixels),
+                                                                  (k * pixels, pixels, 1), 0)),
+                                   weight.shape, g.device)
         if len(self.needs_input_grad) > 2 and self.needs_input_grad[2]:
             grad_b = Tensor._dense(be.reduce("sum", g_v, (0, 2)), (oc,), g.device)
         self.cols = None
@@ -184,3 +184,21 @@ def _single(value, what):
                                f"{what}={list(value)}")
         return (int(value[0]),)
     return (int(value),)
+
+
+def sum_of_products(be, a: View, b: View):
+    """``sum_n a[n] @ b[n]^T`` for dense a (N, R, P) and b (N, K, P): a weight's gradient.
+
+    Per image it is an (R, P) @ (P, K) product, and the N products are then summed. When the
+    images are small (few pixels P, as in a DCGAN's first layers) those N (R, K) products are
+    larger than the operands: then both are copied into one (R, N*P) @ (N*P, K) product over
+    every pixel of every image, one GEMM with nothing to sum afterwards."""
+    n, r, p = a.shape
+    k = b.shape[1]
+    if p * (r + k) < r * k:  # the two copies are smaller than the N products
+        a2 = be.contiguous(View(a.buf, (r, n, p), (p, r * p, 1), a.offset))
+        b2 = be.contiguous(View(b.buf, (n, p, k), (k * p, 1, p), b.offset))
+        return be.matmul(View(a2, (1, r, n * p), (0, n * p, 1), 0),
+                         View(b2, (1, n * p, k), (0, k, 1), 0))
+    per_image = be.matmul(a, View(b.buf, (n, p, k), (k * p, 1, p), b.offset))
+    return be.reduce("sum", View(per_image, (n, r, k), (r * k, k, 1), 0), (0,))

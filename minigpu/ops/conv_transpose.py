@@ -19,7 +19,7 @@ from ..autograd import Function
 from ..backends.contract import View, pair
 from ..dtypes import autocast_cast
 from ..tensor import Tensor
-from .conv import check_conv_args
+from .conv import check_conv_args, sum_of_products
 from .registry import op
 from .shape import contiguous
 
@@ -67,9 +67,7 @@ class ConvTranspose2d(Function):
             grad_x = Tensor._dense(be.matmul(w2, gcols), x.shape, g.device)
         if self.needs_input_grad[1]:
             x_v = View(x._buf, (n, cin, pixels), (cin * pixels, pixels, 1), x._offset)
-            gcols_t = View(gcols.buf, (n, pixels, k), (k * pixels, 1, pixels), 0)
-            per_image = View(be.matmul(x_v, gcols_t), (n, cin, k), (cin * k, k, 1), 0)
-            grad_w = Tensor._dense(be.reduce("sum", per_image, (0,)), weight.shape, g.device)
+            grad_w = Tensor._dense(sum_of_products(be, x_v, gcols), weight.shape, g.device)
         if len(self.needs_input_grad) > 2 and self.needs_input_grad[2]:
             grad_b = Tensor._dense(be.reduce("sum", g._view(), (0, 2, 3)), (g.shape[1],),
                                    g.device)

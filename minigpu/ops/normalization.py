@@ -1,8 +1,9 @@
 """Batch and group normalisation and dropout, composed from existing ops (no new primitive).
 
-``batch_norm`` in training mode is one Function: its forward composes ``mean``, elementwise
-and ``rsqrt`` ops over all dims but the channel dim (dim 1) and its backward is the closed
-form (one pass of two per-channel sums instead of differentiating through mean and var)::
+``batch_norm`` in training mode is one Function whose forward and backward call the backend's
+``reduce``, ``unary`` and ``binary`` primitives over all dims but the channel dim (dim 1); the
+backward is the closed form (two per-channel sums instead of differentiating through mean and
+var)::
 
     xhat = (x - mean) * invstd                invstd = 1 / sqrt(var + eps), var biased
     y    = xhat * weight + bias
@@ -22,6 +23,7 @@ seed drops the same elements on cpu and cuda; kept elements are scaled by ``1/(1
 from __future__ import annotations
 
 from ..autograd import Function, no_grad
+from ..backends.contract import View
 from ..random import default_generator
 from ..tensor import Tensor
 from . import elementwise as ew
@@ -37,41 +39,87 @@ def _stat_dims(x):
     return (0,) + tuple(range(2, x.ndim))
 
 
+def _channels(buf, c):
+    """A (C,) buffer as a view."""
+    return View(buf, (c,), (1,), 0)
+
+
+def _spread(buf, dims):
+    """A (C,) buffer broadcast over (N, C, S): stride 0 along N and S."""
+    return View(buf, dims, (0, 1, 0), 0)
+
+
+def _scale(be, invstd, weight, c):
+    """invstd * weight per channel (invstd alone without a weight), a (C,) buffer."""
+    if weight is None:
+        return invstd
+    return be.binary("mul", _channels(invstd, c), View(weight._buf, (c,), weight._strides,
+                                                        weight._offset))
+
+
 class BatchNormTrain(Function):
-    """Normalise with the batch statistics; returns (y, batch mean, biased batch var)."""
+    """Normalise with the batch statistics; returns (y, batch mean, biased batch var).
+
+    Written on the backend's primitives over an (N, C, S) view of x (S: the spatial size), as
+    the convolutions are: per-channel sums are one ``reduce`` over dims (0, 2), per-channel
+    factors are (C,) buffers broadcast with stride 0, and the factors are folded before the
+    full-size passes: ``y = centred * (invstd * weight) + bias``, ``grad_x = g * scale -
+    centred * (scale/n * invstd * sum(g*xhat)) - scale/n * sum(g)``. No Tensor op runs in
+    between (each would cost more host time than a small layer's arithmetic)."""
 
     def forward(self, x, weight, bias, eps):
-        dims, shape = _stat_dims(x), _channel_shape(x)
-        self.count = x.numel() // x.shape[1]
-        with no_grad():
-            mean = x.mean(dims, keepdim=True)
-            centred = x - mean
-            var = (centred * centred).mean(dims, keepdim=True)
-            invstd = ew.rsqrt(var + eps)
-            xhat = centred * invstd
-            y = xhat
-            if weight is not None:
-                y = y * weight.reshape(*shape)
-            if bias is not None:
-                y = y + bias.reshape(*shape)
-        mean, var = mean.reshape(x.shape[1]), var.reshape(x.shape[1])
-        self.mark_non_differentiable(mean, var)
-        self.save_for_backward(xhat, invstd, weight)
-        return y, mean, var
+        x = x.contiguous()
+        weight, bias = (p if p is None or p.dtype == x.dtype else p.to(x.dtype)
+                        for p in (weight, bias))  # the primitives take one dtype
+        n, c = x.shape[:2]
+        s = x.numel() // (n * c)
+        self.dims, self.count = (n, c, s), n * s
+        be = x.backend
+        xv = View(x._buf, (n, c, s), (c * s, s, 1), x._offset)
+        mean = be.unary("affine", _channels(be.reduce("sum", xv, (0, 2)), c), 1.0 / (n * s))
+        centred = be.binary("sub", xv, _spread(mean, self.dims))
+        cv = View(centred, (n, c, s), (c * s, s, 1), 0)
+        sum_sq = be.reduce("sum", View(be.unary("square", cv), (n, c, s), (c * s, s, 1), 0),
+                           (0, 2))
+        var = be.unary("affine", _channels(sum_sq, c), 1.0 / (n * s))
+        invstd = be.unary("pow", _channels(be.unary("affine", _channels(var, c), 1.0, eps), c),
+                          -0.5)
+        scale = _scale(be, invstd, weight, c)
+        y = be.binary("mul", cv, _spread(scale, self.dims))
+        if bias is not None:
+            b = View(bias._buf, (n, c, s), (0, bias._strides[0], 0), bias._offset)
+            y = be.binary("add", View(y, (n, c, s), (c * s, s, 1), 0), b)
+        mean_t, var_t = Tensor._dense(mean, (c,), x.device), Tensor._dense(var, (c,), x.device)
+        self.mark_non_differentiable(mean_t, var_t)
+        self.save_for_backward(Tensor._dense(centred, x.shape, x.device),
+                               Tensor._dense(invstd, (c,), x.device), weight)
+        return Tensor._dense(y, x.shape, x.device), mean_t, var_t
 
     def backward(self, g, _mean, _var):
-        xhat, invstd, weight = self.saved_tensors
-        dims, shape = _stat_dims(g), _channel_shape(g)
-        sum_g = g.sum(dims, keepdim=True)
-        sum_gx = (g * xhat).sum(dims, keepdim=True)
+        centred, invstd, weight = self.saved_tensors
+        (n, c, s), dims = self.dims, self.dims
+        g = g.contiguous()
+        be = g.backend
+        gv = View(g._buf, dims, (c * s, s, 1), g._offset)
+        cv = View(centred._buf, dims, (c * s, s, 1), 0)
+        sum_g = be.reduce("sum", gv, (0, 2))
+        sum_gc = be.reduce("sum", View(be.binary("mul", gv, cv), dims, (c * s, s, 1), 0), (0, 2))
+        sum_gx = be.binary("mul", _channels(sum_gc, c), invstd._view())  # sum(g * xhat)
         gx = None
         if self.needs_input_grad[0]:
-            scale = invstd * (1.0 / self.count)
-            if weight is not None:
-                scale = scale * weight.reshape(*shape)
-            gx = scale * (g * float(self.count) - sum_g - xhat * sum_gx)
-        gw = sum_gx.reshape(g.shape[1]) if self.needs_input_grad[1] else None
-        gb = sum_g.reshape(g.shape[1]) if len(self.needs_input_grad) > 2 and \
+            scale = _scale(be, invstd._buf, weight, c)
+            per_n = _channels(be.unary("affine", _channels(scale, c), 1.0 / self.count), c)
+            coef = be.binary("mul", per_n, _channels(be.binary("mul", invstd._view(),
+                                                               _channels(sum_gx, c)), c))
+            shift = be.binary("mul", per_n, _channels(sum_g, c))
+            gx = be.binary("mul", gv, _spread(scale, dims))
+            gx = be.binary("sub", View(gx, dims, (c * s, s, 1), 0),
+                           View(be.binary("mul", cv, _spread(coef, dims)), dims, (c * s, s, 1),
+                                0))
+            gx = Tensor._dense(be.binary("sub", View(gx, dims, (c * s, s, 1), 0),
+                                         _spread(shift, dims)), g.shape, g.device)
+        gw = Tensor._dense(sum_gx, (c,), g.device) if self.needs_input_grad[1] else None
+        gb = Tensor._dense(sum_g, (c,), g.device) if len(self.needs_input_grad) > 2 and \
             self.needs_input_grad[2] else None
         return gx, gw, gb, None
 
@@ -98,12 +146,11 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
             raise ValueError(f"Expected more than 1 value per channel when training, got "
                              f"input size {tuple(input.shape)}")
         y, mean, var = BatchNormTrain.apply(input, weight, bias, float(eps))
-        with no_grad():
+        with no_grad():  # in place: (1 - momentum) * running + momentum * batch statistic
             if running_mean is not None:
-                running_mean.copy_(running_mean * (1.0 - momentum) + mean * momentum)
-            if running_var is not None:
-                unbiased = var * (count / (count - 1.0))
-                running_var.copy_(running_var * (1.0 - momentum) + unbiased * momentum)
+                running_mean.mul_(1.0 - momentum).add_(mean, alpha=momentum)
+            if running_var is not None:  # the variance unbiased: var * count / (count - 1)
+                running_var.mul_(1.0 - momentum).add_(var, alpha=momentum * count / (count - 1.0))
         return y
     if running_mean is None or running_var is None:
         raise RuntimeError("batch_norm: running_mean and running_var must be defined in "

@@ -10,10 +10,12 @@ from .memory import array, flat
 
 
 def windows(x, kernel, stride, padding, dilation, pad_value):
-    """(N, C, kh, kw, OH, OW) strided windows over a padded copy of x."""
+    """(N, C, kh, kw, OH, OW) strided windows over a padded copy of x (over x itself when
+    there is no padding)."""
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
     n, c, h, w = x.shape
-    xp = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=pad_value)
+    xp = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=pad_value) \
+        if ph or pw else x
     oh, ow = conv_out_size(h, kh, sh, ph, dh), conv_out_size(w, kw, sw, pw, dw)
     s = xp.strides
     return as_strided(xp, shape=(n, c, kh, kw, oh, ow),
@@ -29,6 +31,26 @@ def im2col(x, kernel, stride, padding, dilation=(1, 1)):
 
 
 def col2im(cols, x_shape, kernel, stride, padding, dilation=(1, 1)):
+    """The adjoint of im2col: each kernel tap's (OH, OW) block of columns added, strided, into
+    a zeroed padded image. NumPy's inner loop runs along the last axis, OW long here: for
+    narrow outputs (OW < 8, a small CNN's or a DCGAN's late layers) the columns are first
+    transposed so that the N*C planes are the last axis, and every add runs N*C long
+    (``col2im_reference``, the plain form, is the oracle)."""
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
+    n, c, h, w = x_shape
+    oh, ow = conv_out_size(h, kh, sh, ph, dh), conv_out_size(w, kw, sw, pw, dw)
+    if ow >= 8:
+        return col2im_reference(cols, x_shape, kernel, stride, padding, dilation)
+    col = array(cols).reshape(n * c, kh, kw, oh, ow).transpose(1, 2, 3, 4, 0).copy()
+    out = np.zeros((h + 2 * ph, w + 2 * pw, n * c), dtype=cols.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            out[i * dh:i * dh + sh * oh:sh, j * dw:j * dw + sw * ow:sw] += col[i, j]
+    return flat(out[ph:ph + h, pw:pw + w].transpose(2, 0, 1))
+
+
+def col2im_reference(cols, x_shape, kernel, stride, padding, dilation=(1, 1)):
+    """The plain form: one strided add per kernel tap over the (N, C, OH, OW) columns."""
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
     n, c, h, w = x_shape
     oh, ow = conv_out_size(h, kh, sh, ph, dh), conv_out_size(w, kw, sw, pw, dw)

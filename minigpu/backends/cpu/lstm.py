@@ -17,16 +17,17 @@ def lstm_cell(gates, c_prev):
     """gates (N, 4H), c_prev (N, H) -> (h, c, act) flat buffers of (N, H), (N, H), (N, 4H).
 
     act = [sigmoid(i), sigmoid(f), tanh(g), sigmoid(o)]; c = f*c_prev + i*g; h = o*tanh(c).
+    One sigmoid over all four blocks (then tanh over the g block in place): a few calls over
+    (N, 4H) instead of one call sequence per gate, with elementwise the same values.
     """
     g4, c0 = array(gates), array(c_prev)
     hs = g4.shape[1] // 4
-    i = sigmoid(g4[:, 0 * hs:1 * hs])
-    f = sigmoid(g4[:, 1 * hs:2 * hs])
-    g = np.tanh(g4[:, 2 * hs:3 * hs])
-    o = sigmoid(g4[:, 3 * hs:4 * hs])
+    act = sigmoid(g4)
+    act[:, 2 * hs:3 * hs] = np.tanh(g4[:, 2 * hs:3 * hs])
+    i, f, g, o = (act[:, k * hs:(k + 1) * hs] for k in range(4))
     c = f * c0 + i * g
     h = o * np.tanh(c)
-    return flat(h), flat(c), flat(np.concatenate([i, f, g, o], axis=1))
+    return flat(h), flat(c), flat(act)
 
 
 def lstm_cell_backward(act, c_prev, c, grad_h, grad_c):
@@ -43,8 +44,9 @@ def lstm_cell_backward(act, c_prev, c, grad_h, grad_c):
     one = a.dtype.type(1)
     tc = np.tanh(cv)
     dc = gc + gh * o * (one - tc * tc)
-    grad_gates = np.concatenate([dc * g * i * (one - i),
-                                 dc * c0 * f * (one - f),
-                                 dc * i * (one - g * g),
-                                 gh * tc * o * (one - o)], axis=1)
+    grad_gates = np.empty(a.shape, a.dtype)
+    grad_gates[:, 0 * hs:1 * hs] = dc * g * i * (one - i)
+    grad_gates[:, 1 * hs:2 * hs] = dc * c0 * f * (one - f)
+    grad_gates[:, 2 * hs:3 * hs] = dc * i * (one - g * g)
+    grad_gates[:, 3 * hs:4 * hs] = gh * tc * o * (one - o)
     return flat(grad_gates), flat(dc * f)

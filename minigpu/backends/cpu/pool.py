@@ -9,6 +9,39 @@ from .memory import array, flat
 
 
 def maxpool2d(x, kernel, stride, padding):
+    """Max and first argmax of each window, one tap at a time: each of the kh*kw taps is a
+    strided (N, C, OH, OW) view of the input, compared with the best so far; where it is
+    strictly larger (ties keep the first tap, as argmax does) it becomes the best and its tap
+    number is kept (in a byte per window). A few passes over the output instead of gathering
+    every window into a copy. Any NaN in the input takes ``maxpool2d_reference`` (whose
+    argmax picks the first NaN)."""
+    a = array(x)
+    if a.dtype.kind == "f" and np.isnan(np.add.reduce(a, axis=None)):
+        return maxpool2d_reference(x, kernel, stride, padding)
+    n, c, h, w = a.shape
+    win = windows(a, kernel, stride, padding, (1, 1), -np.inf)
+    kh, kw, oh, ow = win.shape[2:]
+    best = win[:, :, 0, 0].copy()
+    small = np.uint8 if kh * kw < 256 else np.int64
+    tap_of_best, tap_if_larger = np.zeros(best.shape, small), np.empty(best.shape, small)
+    larger = np.empty(best.shape, bool)
+    for t in range(1, kh * kw):
+        tap = win[:, :, t // kw, t % kw]
+        np.greater(tap, best, out=larger)
+        np.maximum(best, tap, out=best)
+        # taps come in increasing order: where this one is larger, t is the new maximum tap
+        np.multiply(larger, small(t), out=tap_if_larger)
+        np.maximum(tap_of_best, tap_if_larger, out=tap_of_best)
+    # flat index = the window's top-left pixel + the tap's offset inside the window
+    corner = (np.arange(oh)[:, None] * stride[0] - padding[0]) * w + \
+        (np.arange(ow)[None, :] * stride[1] - padding[1])
+    tap_offset = np.array([i * w + j for i in range(kh) for j in range(kw)], np.int64)
+    return best.reshape(-1), np.add(corner, tap_offset.take(tap_of_best)).reshape(-1)
+
+
+def maxpool2d_reference(x, kernel, stride, padding):
+    """The plain form (the oracle of ``maxpool2d``): every window gathered as a last axis of
+    kh*kw taps, argmax over it."""
     a = array(x)
     n, c, h, w = a.shape
     win = windows(a, kernel, stride, padding, (1, 1), -np.inf)
@@ -23,6 +56,23 @@ def maxpool2d(x, kernel, stride, padding):
 
 
 def maxpool2d_backward(g, argmax, x_shape):
+    """Each output gradient added to its argmax pixel: ``np.add.at`` with one flat index
+    (plane * H*W + argmax), which NumPy runs on a fast path that a tuple of index arrays does
+    not take; same additions in the same order as ``maxpool2d_backward_reference``. An argmax
+    outside its plane (a window of -inf that points at padding) takes the reference."""
+    n, c, h, w = x_shape
+    gv, idx = array(g), array(argmax)
+    planes = idx.reshape(n * c, -1)
+    if planes.size and (planes.min() < 0 or planes.max() >= h * w):
+        return maxpool2d_backward_reference(g, argmax, x_shape)
+    pixel = planes + (np.arange(n * c) * (h * w))[:, None]
+    out = np.zeros(n * c * h * w, dtype=g.dtype)
+    np.add.at(out, pixel.reshape(-1), gv.reshape(-1))
+    return out
+
+
+def maxpool2d_backward_reference(g, argmax, x_shape):
+    """The plain form (the oracle of ``maxpool2d_backward``): ``np.add.at``."""
     n, c, h, w = x_shape
     gv, idx = array(g), array(argmax)
     out = np.zeros((n * c, h * w), dtype=g.dtype)

@@ -1,0 +1,144 @@
+"""The cpu backend's fast paths against the plain forms they replaced (kept as their oracles).
+
+Each fast path is a different way to compute the same thing with fewer passes over memory;
+the plain form is the readable reference. Selections (max pooling's values and argmax) must
+agree exactly, and so must sums done in the same order; others may differ in rounding only.
+"""
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import minigpu as mg
+import minigpu.nn.functional as F
+from minigpu.backends import contract, get
+from minigpu.backends.cpu import conv, pool
+from strategies import views
+
+cpu = get("cpu")
+
+
+@st.composite
+def pool_geometry(draw):
+    """(x_shape, kernel, stride, padding) with padding <= kernel // 2, as PyTorch requires."""
+    kernel = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    stride = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    padding = tuple(draw(st.integers(0, k // 2)) for k in kernel)
+    sides = tuple(draw(st.integers(max(1, k - 2 * p), 7)) for k, p in zip(kernel, padding))
+    return (draw(st.integers(1, 2)), draw(st.integers(1, 3))) + sides, kernel, stride, padding
+
+
+specials = st.sampled_from([None, np.nan, -np.inf, np.inf])
+
+
+@given(st.data(), st.sampled_from([np.float32, np.float64]))
+def test_maxpool2d_equals_its_reference(data, dtype):
+    """Values and argmax exactly, with ties (small integers), infinities and NaN."""
+    x_shape, kernel, stride, padding = data.draw(pool_geometry())
+    ties = data.draw(st.booleans())
+    spec = data.draw(views(x_shape, dtype=dtype, lo=-2 if ties else -4, hi=2 if ties else 4))
+    if ties:
+        spec.base = np.round(spec.base)
+    special = data.draw(specials)
+    if special is not None:
+        spec.base[data.draw(st.integers(0, spec.base.size - 1))] = special
+    x = spec.on(cpu)
+    got_v, got_i = pool.maxpool2d(x, kernel, stride, padding)
+    ref_v, ref_i = pool.maxpool2d_reference(x, kernel, stride, padding)
+    assert got_v.dtype == ref_v.dtype and got_i.dtype == ref_i.dtype == np.int64
+    np.testing.assert_array_equal(got_v, ref_v)
+    np.testing.assert_array_equal(got_i, ref_i)
+
+
+@given(st.data(), st.sampled_from([np.float32, np.float64]))
+def test_maxpool2d_backward_equals_its_reference(data, dtype):
+    """Exactly (the same additions in the same order). Overlapping windows (stride < kernel)
+    route several gradients to one pixel; a window of -inf points at its padding and takes
+    the reference path."""
+    x_shape, kernel, stride, padding = data.draw(pool_geometry())
+    x = data.draw(views(x_shape, dtype=dtype, lo=-2, hi=2))
+    x.base = np.round(x.base)
+    if data.draw(st.booleans()):
+        x.base[:] = -np.inf
+    _, argmax = pool.maxpool2d(x.on(cpu), kernel, stride, padding)
+    out_shape = x_shape[:2] + (argmax.size // (x_shape[0] * x_shape[1]), 1)
+    g = data.draw(views(out_shape, dtype=dtype))
+    idx = contract.dense(argmax, out_shape)
+    got = pool.maxpool2d_backward(g.on(cpu), idx, x_shape)
+    ref = pool.maxpool2d_backward_reference(g.on(cpu), idx, x_shape)
+    assert got.dtype == ref.dtype and got.shape == ref.shape
+    np.testing.assert_array_equal(got, ref)
+
+
+# --- conv weight gradients: sum_of_products' two forms -------------------------------------
+# (x shape, weight shape): images of one or a few pixels take the one-GEMM form (the copies
+# are smaller than the per-image products), larger ones the per-image products summed over n.
+CONV_WEIGHT_CASES = [
+    ("conv2d", (2, 3, 2, 2), (4, 3, 2, 2)),             # 1 output pixel: one GEMM
+    ("conv2d", (2, 2, 5, 5), (3, 2, 3, 3)),             # 9 pixels: per image
+    ("conv_transpose2d", (2, 3, 1, 1), (3, 2, 2, 2)),   # 1 input pixel: one GEMM
+    ("conv_transpose2d", (2, 2, 4, 4), (2, 3, 2, 2)),   # 16 pixels: per image
+]
+
+
+@pytest.mark.parametrize("name,x_shape,w_shape", CONV_WEIGHT_CASES)
+def test_conv_weight_gradient_in_both_forms(name, x_shape, w_shape):
+    """float64 gradcheck on cpu, and cuda's gradients equal cpu's (float32)."""
+    rng = np.random.default_rng(0)
+    fn = getattr(F, name)
+    x = mg.tensor(rng.normal(size=x_shape), dtype=mg.float64, requires_grad=True)
+    w = mg.tensor(rng.normal(size=w_shape), dtype=mg.float64, requires_grad=True)
+    assert mg.autograd.gradcheck(lambda x, w: fn(x, w), (x, w))
+    grads = []
+    for device in ("cpu", "cuda"):
+        ts = [mg.tensor(t.detach().numpy(), dtype=mg.float32, device=device,
+                        requires_grad=True) for t in (x, w)]
+        out = fn(*ts)
+        (out * out).sum().backward()
+        grads.append([t.grad.numpy() for t in ts])
+    for got, want in zip(grads[1], grads[0]):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@st.composite
+def conv_geometry(draw):
+    """(x_shape, kernel, stride, padding, dilation) whose output is at least 1x1; widths up to
+    12 give outputs on both sides of col2im's OW < 8 switch."""
+    kernel = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    stride = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    dilation = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    padding = (draw(st.integers(0, 2)), draw(st.integers(0, 2)))
+    span = [d * (k - 1) + 1 for k, d in zip(kernel, dilation)]
+    sides = tuple(draw(st.integers(max(1, s - 2 * p), 12)) for s, p in zip(span, padding))
+    return (draw(st.integers(1, 2)), draw(st.integers(1, 3))) + sides, kernel, stride, \
+        padding, dilation
+
+
+@given(st.data(), st.sampled_from([np.float32, np.float64]))
+def test_col2im_equals_its_reference(data, dtype):
+    """Exactly: both add the taps in the same (ki, kj) order."""
+    x_shape, kernel, stride, padding, dilation = data.draw(conv_geometry())
+    n, c = x_shape[:2]
+    out = [(s + 2 * p - d * (k - 1) - 1) // st_ + 1 for s, k, st_, p, d in
+           zip(x_shape[2:], kernel, stride, padding, dilation)]
+    cols = data.draw(views((n, c * kernel[0] * kernel[1], out[0] * out[1]), dtype=dtype))
+    args = (x_shape, kernel, stride, padding, dilation)
+    got = cpu.col2im(cols.on(cpu), *args)
+    ref = conv.col2im_reference(cols.on(cpu), *args)
+    assert got.dtype == ref.dtype and got.shape == ref.shape
+    np.testing.assert_array_equal(got, ref)
+
+
+@given(st.data(), st.sampled_from([np.float32, np.float64]))
+def test_matmul_with_one_right_matrix_equals_per_batch_products(data, dtype):
+    """b with batch stride 0 (a Linear layer over a batch of sequences) takes the stacked-rows
+    GEMM; a is any layout (strided, transposed, broadcast)."""
+    bsz, m, k, n = (data.draw(st.integers(1, 4)) for _ in range(4))
+    a = data.draw(views((bsz, m, k), dtype=dtype))
+    b = data.draw(views((1, k, n), dtype=dtype))
+    b_view = contract.View(cpu.from_numpy(b.base), (bsz, k, n), (0,) + b.strides[1:], b.offset)
+    got = cpu.matmul(a.on(cpu), b_view).reshape(bsz, m, n)
+    want = np.stack([a.numpy()[i] @ b.numpy()[0] for i in range(bsz)])
+    assert got.dtype == dtype
+    np.testing.assert_allclose(got, want, rtol=1e-5 if dtype == np.float32 else 1e-12,
+                               atol=1e-5 if dtype == np.float32 else 1e-12)
