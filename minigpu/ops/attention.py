@@ -8,7 +8,8 @@ On cuda, ``scaled_dot_product_attention`` takes the fused path instead (``FlashA
 the ``attention`` / ``attention_backward`` primitives, flash attention in
 ``backends/cuda/attention.py``) whenever it applies: float32 or float64, no dropout, head
 dims up to 128, and a mask that needs no gradient. Batch dims are broadcast and flattened
-into one; a mask is passed as a strided view (a broadcast (L, S) mask is never copied).
+into one; a mask is passed as a strided view (an (L, S) mask shared by every batch and head
+is never copied).
 
 Masks follow torch's SDPA: a boolean ``attn_mask`` keeps the positions where it is True, a float
 one is added to the scores; both broadcast against (..., L, S). ``is_causal`` keeps ``j <= i``
@@ -86,8 +87,8 @@ def _fused_applies(query, key, value, attn_mask, dropout_p):
 
 def _mask_view(mask, batch, L, S):
     """The additive mask broadcast to (*batch, L, S) as a (B, L, S) view: the batch dims
-    merged into one stride when the layout allows (always for an (L, S) or a per-batch mask),
-    else one dense copy."""
+    merged into one stride when the layout allows (an (L, S) mask shared by every batch, or a
+    mask with all the batch dims), else one dense copy."""
     view = expand_view(mask, (*batch, L, S))
     previous = None                      # the stride of the last batch dim of size > 1
     for size, stride in zip(batch, view.strides[:len(batch)]):
