@@ -175,7 +175,7 @@ def main(argv=None):
     sample_chars, val_batches = args.sample_chars, 8
     if args.smoke:
         width, heads, layers, context, batch_size = 8, 2, 1, 8, 2
-        steps_per_epoch, sample_chars, val_batches = 2, 4, 1
+        steps_per_epoch, sample_chars, val_batches = 2, 2, 1
     model = GPT(corpus.vocab, width, heads, layers, context).to(device)
     n_params = sum(p.numel() for p in model.parameters())
     print(f"corpus: {corpus.chars} characters, vocabulary {corpus.vocab}, unigram entropy "
