@@ -124,7 +124,9 @@ def test_flash_attention_peak_memory_is_linear_in_the_sequence_length():
     """Doubling L = S: the naive path's peak allocation grows about 4 times (its two (L, S)
     buffers), flash attention's at most 2 times (the output and the lse)."""
     from minigpu.lessons import attention
-    (_, short), (_, long) = attention.measure_lengths((16, 32))
+    rows = attention.measure_lengths((16, 32))
+    (_, short), (_, long) = rows
+    assert f"| 32 | {long['attention_naive'][0]:,} |" in attention.lengths_table(rows)
     assert long["attention"][1] <= 2 * short["attention"][1]
     assert long["attention_naive"][1] > 2.5 * short["attention_naive"][1]
     assert long["attention"][0] < long["attention_naive"][0]
