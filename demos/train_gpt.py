@@ -45,7 +45,7 @@ def parse_args(argv=None):
                         help="context window: training sequence length and the most "
                              "characters a prediction sees")
     parser.add_argument("--batch-size", type=du.positive_int, default=16, help="sequences per step")
-    parser.add_argument("--lr", type=du.positive_float, default=1e-2, help="peak learning rate")
+    parser.add_argument("--lr", type=du.positive_float, default=3e-3, help="peak learning rate")
     parser.add_argument("--steps-per-epoch", type=du.positive_int, default=50,
                         help="optimizer steps per epoch")
     parser.add_argument("--temperature", type=du.positive_float, default=0.7,
