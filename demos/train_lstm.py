@@ -202,6 +202,37 @@ def chunks(codes, starts, length, device):
             mg.tensor(rows[:, 1:], dtype=mg.int64, device=device))
 
 
+class CharCorpus:
+    """The standard-library text as character codes: every 10th block of 2 000 characters is
+    held out (validation text from every module); ``train_gpt.py`` uses the same split."""
+
+    def __init__(self):
+        text = load_text()
+        self.itos = sorted(set(text))
+        self.stoi = {c: i for i, c in enumerate(self.itos)}
+        codes = np.array(self.encode(text), dtype=np.int64)
+        block = np.arange(len(codes)) // 2000
+        self.train, self.val = codes[block % 10 != 9], codes[block % 10 == 9]
+        self.vocab, self.chars = len(self.itos), len(codes)
+        self.entropy = unigram_entropy(self.train, self.vocab)
+
+    def encode(self, text):
+        return [self.stoi[c] for c in text]
+
+    def decode(self, codes):
+        return "".join(self.itos[c] for c in codes)
+
+    def validation(self, seq_len, batch_size, batches, device):
+        """A fixed validation set: ``batches`` (inputs, targets) pairs of evenly spaced chunks
+        of the held-out text."""
+        if seq_len + 2 > len(self.val):
+            raise SystemExit(f"error: a sequence length of {seq_len} is longer than the "
+                             f"{len(self.val)} held-out characters")
+        starts = np.linspace(0, len(self.val) - seq_len - 2, batches * batch_size,
+                             dtype=np.int64)
+        return [chunks(self.val, s, seq_len, device) for s in np.split(starts, batches)]
+
+
 def sequence_loss(model, loss_fn, x, y):
     logits, _ = model(x)
     return loss_fn(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
@@ -227,35 +258,22 @@ def generate(model, prompt, length, stoi, itos, temperature, rng, device):
 
 def run_charlm(args):
     device = args.device
-    text = load_text()
-    itos = sorted(set(text))
-    stoi = {c: i for i, c in enumerate(itos)}
-    codes = np.array([stoi[c] for c in text], dtype=np.int64)
-    # Every 10th block of 2 000 characters is held out: validation text from every module.
-    block = np.arange(len(codes)) // 2000
-    train_codes, val_codes = codes[block % 10 != 9], codes[block % 10 == 9]
-    vocab = len(itos)
-    entropy = unigram_entropy(train_codes, vocab)
+    corpus = CharCorpus()
+    stoi, itos, train_codes, vocab = corpus.stoi, corpus.itos, corpus.train, corpus.vocab
+    entropy = corpus.entropy
     seq_len, batch_size, hidden, embed = args.seq_len, args.batch_size, args.hidden, args.embed
     steps_per_epoch, sample_chars, val_batches = args.steps_per_epoch, args.sample_chars, 8
     if args.smoke:
         seq_len, batch_size, hidden, embed = 4, 2, 4, 4
         steps_per_epoch, sample_chars, val_batches = 2, 4, 1
-    if seq_len + 2 > len(val_codes):
-        raise SystemExit(f"train_lstm.py: error: --seq-len {seq_len} is longer than the "
-                         f"{len(val_codes)} held-out characters")
     model = CharLM(vocab, embed, hidden).to(device)
     n_params = sum(p.numel() for p in model.parameters())
-    print(f"corpus: {len(codes)} characters, vocabulary {vocab}, unigram entropy "
+    print(f"corpus: {corpus.chars} characters, vocabulary {vocab}, unigram entropy "
           f"{entropy:.3f} nats/char ({entropy / math.log(2):.3f} bits); model Embedding("
           f"{vocab}, {embed}) -> LSTM({embed}, {hidden}) -> Linear({hidden}, {vocab}), "
           f"{n_params} parameters")
     rng = np.random.default_rng(args.seed)
-    # A fixed validation set: evenly spaced chunks of the held-out text.
-    val_starts = np.linspace(0, len(val_codes) - seq_len - 2, val_batches * batch_size,
-                             dtype=np.int64)
-    val_sets = [chunks(val_codes, s, seq_len, device)
-                for s in np.split(val_starts, val_batches)]
+    val_sets = corpus.validation(seq_len, batch_size, val_batches, device)
     optimizer = mg.optim.Adam(model.parameters(), lr=args.lr)
     loss_fn = nn.CrossEntropyLoss()
     total_steps, step = args.epochs * steps_per_epoch, 0
@@ -299,7 +317,7 @@ def run_charlm(args):
     print(f"validation loss {final['val_loss']:.3f} nats/char vs unigram entropy "
           f"{entropy:.3f} ({final['val_loss'] / entropy:.0%}) after {total_steps} steps, "
           f"{timer.seconds:.1f} s")
-    return dict(vocab=vocab, corpus_chars=len(codes), hidden=hidden, embed=embed,
+    return dict(vocab=vocab, corpus_chars=corpus.chars, hidden=hidden, embed=embed,
                 seq_len=seq_len, batch_size=batch_size, steps=total_steps,
                 parameters=n_params, unigram_entropy=entropy,
                 train_loss=final["train_loss"], val_loss=final["val_loss"],

@@ -164,7 +164,7 @@ def test_every_chapter_shows_a_picture_and_links_the_glossary():
         text = page.read_text(encoding="utf-8")
         assert images(page), f"{page.name} shows no picture"
         assert "(glossary.md)" in text, f"{page.name} does not link the glossary"
-    assert len(CHAPTERS) == 13
+    assert len(CHAPTERS) == 14
 
 
 @pytest.mark.parametrize("page", PAGES + sorted(JA.glob("*.md")),

@@ -87,6 +87,37 @@ def test_train_lstm_charlm_smoke(tmp_path, cuda):
     assert (tmp_path / "samples.txt").is_file()
 
 
+def test_train_gpt_smoke(tmp_path, cuda):
+    needs("matplotlib")
+    demo("train_gpt").main(["--smoke", "--device", cuda, "--out", str(tmp_path)])
+    m = read_metrics(tmp_path)
+    assert m["device"] == "cuda" and finite(m["val_loss"], m["train_loss"], m["train_seconds"])
+    assert all(s.startswith(("def ", "class ")) for s in m["samples"])
+    assert (tmp_path / "curves.png").is_file() and (tmp_path / "samples.txt").is_file()
+
+
+def test_gpt_key_value_cache_gives_the_tokens_of_full_recomputation():
+    """Incremental decoding: the cached logits equal the recomputed ones (one new position,
+    and several after a cached prefix), and sampling 14 characters with a context of 6
+    (so the window restarts twice) gives the same characters either way."""
+    gpt = demo("train_gpt")
+    mg.manual_seed(0)
+    model = gpt.GPT(vocab=11, width=8, heads=2, layers=2, context=6).eval()
+    for emb in (model.tokens, model.positions):     # larger than the init: peaked logits
+        mg.nn.init.normal_(emb.weight, std=1.0)
+    idx = mg.tensor([[1, 5, 2, 9, 3, 7]], dtype=mg.int64)
+    with mg.no_grad():
+        full = model(idx).numpy()
+        caches = [{} for _ in model.blocks]
+        parts = [model(idx[:, :2], caches), model(idx[:, 2:3], caches),
+                 model(idx[:, 3:6], caches)]
+    np.testing.assert_allclose(np.concatenate([p.numpy() for p in parts], 1), full,
+                               rtol=1e-5, atol=1e-6)
+    sampled = [gpt.generate(model, [1, 2, 3], 14, 1.0, np.random.default_rng(4), cache=c)
+               for c in (True, False)]
+    assert sampled[0] == sampled[1] and len(sampled[0]) == 17
+
+
 def test_train_gan_smoke(tmp_path, cuda):
     needs("sklearn", "matplotlib")
     out = tmp_path / "train_gan"  # no train_cnn run next to it: a classifier is trained here
@@ -173,7 +204,8 @@ def test_one_epoch_curves_have_no_empty_panels(tmp_path, monkeypatch):
         _every_panel_shows_its_single_point(_figures_of(module, call, monkeypatch))
 
 
-@pytest.mark.parametrize("module", ["train_cnn", "train_gan", "train_lstm", "seed_examples"])
+@pytest.mark.parametrize("module", ["train_cnn", "train_gan", "train_lstm", "train_gpt",
+                                    "seed_examples"])
 def test_help_states_each_default_once_and_documents_every_option(module, capsys):
     with pytest.raises(SystemExit) as exit_info:
         demo(module).parse_args(["--help"])
@@ -243,6 +275,7 @@ def test_seed_examples(tmp_path, device):
                                                              "--task rows only"),
     ("train_lstm", ["--task", "words"], "--task: invalid choice: 'words'"),
     ("train_gan", ["--d-steps", "two"], "--d-steps: expected a positive integer, got 'two'"),
+    ("train_gpt", ["--width", "10", "--heads", "4"], "--width 10 is not a multiple of --heads 4"),
     ("seed_examples", ["--batch-size", "0"], "--batch-size: expected a positive integer"),
 ])
 def test_bad_options_fail_with_one_line(module, argv, message, capsys, tmp_path):

@@ -191,6 +191,14 @@ BUGS = {
         ("one_lane_per_row", budget("global load requests per row"),
          "online_softmax_one_lane.py", {}),
     ],
+    "flash_attention": [
+        ("no_rescale", WRONG, [("acc[c] = acc[c] * alpha + p * Vs[jj, c]",
+                                "acc[c] = acc[c] + p * Vs[jj, c]")], {}),
+        ("no_barrier_before_reload", RACE,
+         [("        cuda.syncthreads()                           # Q loaded", "        #")], {}),
+        ("two_passes", budget("global load sectors per output"),
+         "flash_attention_two_pass.py", {}),
+    ],
 }
 
 # block sizes the stubs do not suggest: the references must pass with them too
@@ -208,6 +216,7 @@ CONSTANTS = {
     "conv2d": [{"BX": 16, "BY": 16}, {"BX": 64, "BY": 2}],
     "sort": [{"TPB": 32}, {"TPB": 128}],
     "online_softmax": [{"WARPS": 1}, {"WARPS": 8}],
+    "flash_attention": [{"BQ": 4, "BK": 16}],
 }
 
 # correct solutions written differently from the references
@@ -341,7 +350,8 @@ def _extents(name, c):
     return {"epilogue": (c.get("BY"), c.get("BX")), "transpose": (c.get("TILE"),) * 2,
             "matmul": (c.get("TILE"), 0, c.get("TILE")), "softmax": (c.get("WARPS"), 0),
             "online_softmax": (c.get("WARPS"), 0), "spmv": (c.get("WARPS"), 0),
-            "conv2d": (c.get("BY"), c.get("BX"), 0)}.get(name, (c.get("TPB"),))
+            "conv2d": (c.get("BY"), c.get("BX"), 0),
+            "flash_attention": (c.get("BQ"), c.get("BK"))}.get(name, (c.get("TPB"),))
 
 
 def test_seed_is_printed_and_replays_the_sizes(write):

@@ -4,7 +4,8 @@ The report itself needs the CUDA compiler toolchain (``pip install -e .[inspect]
 ptxas); without it the test skips and says so. It runs in a subprocess (Numba cannot compile
 for a GPU in a process that simulates one) on a selection of kernels that covers every goal:
 the production GEMM (FFMA:LDS >= 4), the fusion and occupancy lessons, the transpose tiles, the
-divergence pair and the one kernel whose float64 instructions are expected. Set
+divergence pair, the one kernel whose float64 instructions are expected and the flash-attention
+forward (the largest shared-memory footprint). Set
 ``MINIGPU_INSPECT_ALL=1`` to report every kernel (about 30 s on two cores).
 
 The parsers are tested on canned ptxas / PTX / SASS text, with no toolchain.
@@ -19,7 +20,7 @@ import pytest
 from minigpu.tools import kernel_report as mi
 
 SELECTION = ["matmul.", "fusion.", "occupancy.", "transpose.tiled", "bank_conflicts.",
-             "leaky_relu", "random.normal", "reduction.warp_shuffle"]
+             "leaky_relu", "random.normal", "reduction.warp_shuffle", "attention.flash_forward"]
 
 
 @pytest.fixture(scope="module")

@@ -123,11 +123,29 @@ def test_half_precision_halves_the_maps_sectors(m):
     assert gemm["gemm_float16"]["bytes_moved"] < gemm["gemm_float32"]["bytes_moved"]
 
 
+def test_flash_attention_moves_a_fraction_of_the_naive_sectors(m):
+    naive, flash = m["attention_forward"]["attention_naive"], m["attention_forward"]["attention"]
+    assert flash["bytes_moved"] < 0.2 * naive["bytes_moved"]
+    assert flash["shared_load_requests"] > 0 == naive["shared_load_requests"]
+
+
+def test_flash_attention_peak_memory_is_linear_in_the_sequence_length():
+    """Doubling L = S: the naive path's peak allocation grows about 4 times (its two (L, S)
+    buffers), flash attention's at most 2 times (the output and the lse)."""
+    from minigpu.lessons import attention
+    rows = attention.measure_lengths((16, 32))
+    (_, short), (_, long) = rows
+    assert f"| 32 | {long['attention_naive'][0]:,} |" in attention.lengths_table(rows)
+    assert long["attention"][1] <= 2 * short["attention"][1]
+    assert long["attention_naive"][1] > 2.5 * short["attention_naive"][1]
+    assert long["attention"][0] < long["attention_naive"][0]
+
+
 def test_every_experiment_is_asserted(m):
     asserted = {"coalescing", "bank_conflicts", "reduction", "matmul", "occupancy", "streams",
                 "fusion_bias_act", "fusion_adam", "fusion_lstm", "constant_memory",
-                "divergence", "unrolling", "scan", "sort", "half_precision_map",
-                "half_precision_gemm"}
+                "divergence", "unrolling", "scan", "sort", "attention_forward",
+                "half_precision_map", "half_precision_gemm"}
     assert set(m) == asserted
 
 

@@ -222,6 +222,21 @@ PRIMITIVES.update({
 })
 
 
+# --- attention: the flash-attention forward and its fused backward ---------------------------
+PRIMITIVES.update({
+    "attention": "attention(q_view (B,L,E), k_view (B,S,E), v_view (B,S,Ev), mask_view (B,L,S) "
+                 "of q's dtype or None, causal, scale) -> (out_buf (B,L,Ev), lse_buf (B,L)): "
+                 "s = scale * q k^T + mask (mask added, any strides; -inf where causal and "
+                 "j > i), lse = log sum_j exp(s), out = exp(s - lse) v; a row with every s "
+                 "-inf gives out 0 and lse -inf; E, Ev <= 128",
+    "attention_backward": "attention_backward(q, k, v, out_view (B,L,Ev), lse_view (B,L), "
+                          "g_view (B,L,Ev), mask_view or None, causal, scale) -> (dq_buf, "
+                          "dk_buf, dv_buf) of attention's q, k, v for the upstream gradient g, "
+                          "p = exp(s - lse) recomputed (0 for rows with lse -inf); "
+                          "ds = p * (g v^T - rowsum(g * out)), dq = scale ds k, "
+                          "dk = scale ds^T q, dv = p^T g",
+})
+
 def check_backend(module) -> list[str]:
     """Names of contract primitives missing from a backend module (empty when complete)."""
     return [name for name in PRIMITIVES if not callable(getattr(module, name, None))]

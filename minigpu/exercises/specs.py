@@ -28,7 +28,8 @@ CH = {k: _ch(v) for k, v in {
     1: "01-coalescing.md", 2: "02-shared-memory.md", 3: "03-bank-conflicts.md",
     4: "04-divergence-reduction.md", 5: "05-warp-shuffles.md", 6: "06-atomics.md",
     7: "07-scan.md", 8: "08-matmul.md", 9: "09-occupancy.md",
-    10: "10-fusion-constant-streams.md", 11: "11-sorting.md", 12: "12-online-softmax.md"}.items()}
+    10: "10-fusion-constant-streams.md", 11: "11-sorting.md", 12: "12-online-softmax.md",
+    13: "13-flash-attention.md"}.items()}
 
 
 @dataclass(frozen=True)
@@ -586,8 +587,43 @@ ONLINE_SOFTMAX = Exercise(
     picture=("sweeps", dict(array="x"), 2))
 
 
+
+# --- 14. flash attention (chapter 13) ------------------------------------------------------------
+HEAD_DIM = 16
+
+
+def _attention(c, q, k, v):
+    s = q.astype(np.float64) @ k.T.astype(np.float64) / math.sqrt(HEAD_DIM)
+    e = np.exp(s - s.max(axis=1, keepdims=True))
+    return (e / e.sum(axis=1, keepdims=True) @ v).astype(np.float32)
+
+
+def _attention_inputs(rng, s, c):
+    """q (L, 16), k and v (S, 16); q and k of spread 2, so scores span about +-30 and a
+    softmax that forgets to rescale is far off."""
+    L, S = s
+    q, k = (rng.standard_normal((n, HEAD_DIM)) * 2 for n in (L, S))
+    v = rng.standard_normal((S, HEAD_DIM))
+    return (q.astype(np.float32), k.astype(np.float32), v.astype(np.float32),
+            np.zeros((L, HEAD_DIM), np.float32))
+
+
+FLASH_ATTENTION = Exercise(
+    "flash_attention", CH[13], "the online-softmax inner loop of a flash-attention forward",
+    constants=("BQ", "BK"),
+    check_constants=_threads(block=("BQ",), positive=("BQ", "BK")),
+    sizes=sizes_2d(lambda c: (c["BQ"], c["BK"])),
+    inputs=_attention_inputs,
+    launch=lambda c, s: (_ceil(s[0], c["BQ"]), c["BQ"]),
+    reference=_attention,
+    rtol=1e-4,
+    budgets=(relative("global load sectors per output", per_output("global_load_sectors"),
+                      CH[13], factor=1.1),) + COALESCED + SHARED,
+    picture=("traffic", dict()))
+
+
 EXERCISES = [EPILOGUE, STENCIL, TRANSPOSE, REDUCTION, SOFTMAX, SPMV, HISTOGRAM, SCAN,
-             SCAN_BLOCKS, MATMUL, CONV2D, SORT, ONLINE_SOFTMAX]
+             SCAN_BLOCKS, MATMUL, CONV2D, SORT, ONLINE_SOFTMAX, FLASH_ATTENTION]
 """In course order (by chapter)."""
 
 BY_NAME = {e.name: e for e in EXERCISES}

@@ -5,7 +5,8 @@ Options: ``--lesson NAME`` (the same as a NAME; repeatable), ``--list`` (the les
 ``--plot [DIR]`` (draw the lessons' before/after pictures from simulator traces into DIR,
 default ``pictures/``; needs matplotlib, the ``demos`` extra), ``--markdown`` (rewrite the
 measured tables of ``docs/lessons.md``), ``--production`` (the production kernels'
-sector-efficiency table). Runs on the CUDA simulator (without ``NUMBA_ENABLE_CUDASIM=1`` it
+sector-efficiency table), ``--sweep`` (a lesson's measurements over problem sizes, where it
+has them: ``attention``). Runs on the CUDA simulator (without ``NUMBA_ENABLE_CUDASIM=1`` it
 restarts itself with it), at the small sizes. Nothing here is timed: the simulator counts
 accesses, it does not measure speed.
 """
@@ -27,6 +28,8 @@ def main(argv=None):
                          "the production table)")
     ap.add_argument("--production", action="store_true",
                     help="sector efficiency of the production kernels instead")
+    ap.add_argument("--sweep", action="store_true",
+                    help="the lessons' measurements over problem sizes (slow: minutes)")
     args = ap.parse_args(argv)
     from . import ALL, BY_NAME
     wanted = args.names + args.lesson
@@ -56,6 +59,11 @@ def main(argv=None):
                       f"simulator does not see)")
             for path in paths:
                 print(f"{lesson.name}: wrote {path}")
+        return 0
+    if args.sweep:
+        for lesson in lessons or ALL:
+            if lesson.sweep is not None:
+                print(f"== {lesson.name}\n{lesson.sweep()}")
         return 0
     if args.production:
         table = measure.production_table()

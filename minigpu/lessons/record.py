@@ -78,6 +78,7 @@ class Lesson:
     experiments: tuple
     kernels: Callable[[], list] = list   # () -> [KernelSpec] of the lesson's own kernels
     pictures: Callable[[], list] = list  # () -> [draw.Picture]: before/after, traced
+    sweep: Callable | None = None        # () -> a markdown table measured over problem sizes
 
     def describe(self) -> str:
         return f"{self.name:16s} {self.title}"

@@ -208,7 +208,8 @@ class MultiheadAttention(Module):
         if kpm is not None:
             kpm = ops.reshape(kpm, N, 1, 1, S)
             mask = kpm if mask is None else mask + kpm
-        out, weights = attention(q, k, v, mask, self.dropout if self.training else 0.0)
+        out, weights = attention(q, k, v, mask, self.dropout if self.training else 0.0,
+                                 need_weights=need_weights)  # without weights: maybe fused
         out = ops.reshape(ops.permute(out, 2, 0, 1, 3), L, N, E)  # (N, H, L, D) -> (L, N, E)
         out = self.out_proj(out)
         if not batched:

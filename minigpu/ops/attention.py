@@ -4,6 +4,13 @@
 and dropout ops, so autograd and both devices come for free. The (..., L, S) score matrix is
 materialised in memory: this is the naive path, the baseline a fused (flash) kernel beats.
 
+On cuda, ``scaled_dot_product_attention`` takes the fused path instead (``FlashAttention``:
+the ``attention`` / ``attention_backward`` primitives, flash attention in
+``backends/cuda/attention.py``) whenever it applies: float32 or float64, no dropout, head
+dims up to 128, and a mask that needs no gradient. Batch dims are broadcast and flattened
+into one; a mask is passed as a strided view (an (L, S) mask shared by every batch and head
+is never copied).
+
 Masks follow torch's SDPA: a boolean ``attn_mask`` keeps the positions where it is True, a float
 one is added to the scores; both broadcast against (..., L, S). ``is_causal`` keeps ``j <= i``
 (the top-left triangle, also when L != S). A row whose every key is masked gives zeros, as
@@ -15,6 +22,8 @@ import math
 
 import numpy as np
 
+from ..autograd import Function
+from ..backends.contract import View
 from ..tensor import Tensor
 from .common import check_same_device
 from .elementwise import where
@@ -22,7 +31,7 @@ from .linalg import matmul
 from .normalization import dropout
 from .reduce import max as max_
 from .registry import op
-from .shape import expand, reshape, unsqueeze
+from .shape import broadcast_shapes, contiguous, expand, expand_view, reshape, unsqueeze
 from .softmax import softmax
 
 
@@ -47,10 +56,75 @@ def _safe_softmax(scores):
     return where(dead, zero, softmax(where(dead, zero, scores), -1))
 
 
+class FlashAttention(Function):
+    """Attention of dense (B, L, E), (B, S, E), (B, S, Ev) tensors through the fused
+    primitives; saves the output and the row log-sum-exp (B * L numbers), never the scores."""
+
+    def forward(self, q, k, v, mask, causal, scale):
+        out, lse = q.backend.attention(q._view(), k._view(), v._view(), mask, causal, scale)
+        B, L = q.shape[:2]
+        out = Tensor._dense(out, (B, L, v.shape[2]), q.device)
+        self.mask, self.causal, self.scale = mask, causal, scale
+        self.save_for_backward(q, k, v, out, Tensor._dense(lse, (B, L), q.device))
+        return out
+
+    def backward(self, g):
+        q, k, v, out, lse = self.saved_tensors
+        dq, dk, dv = g.backend.attention_backward(
+            q._view(), k._view(), v._view(), out._view(), lse._view(), g._view(), self.mask,
+            self.causal, self.scale)
+        return (Tensor._dense(dq, q.shape, q.device), Tensor._dense(dk, k.shape, k.device),
+                Tensor._dense(dv, v.shape, v.device), None, None, None)
+
+
+FUSED_MAX_HEAD_DIM = 128
+
+
+def _fused_applies(query, key, value, attn_mask, dropout_p):
+    return (query.device.type == "cuda" and query.dtype in (np.float32, np.float64)
+            and dropout_p == 0.0 and max(query.shape[-1], value.shape[-1]) <= FUSED_MAX_HEAD_DIM
+            and (attn_mask is None or not attn_mask.requires_grad))
+
+
+def _mask_view(mask, batch, L, S):
+    """The additive mask broadcast to (*batch, L, S) as a (B, L, S) view: the batch dims
+    merged into one stride when the layout allows (an (L, S) mask shared by every batch, or a
+    mask with all the batch dims), else one dense copy."""
+    view = expand_view(mask, (*batch, L, S))
+    previous = None                      # the stride of the last batch dim of size > 1
+    for size, stride in zip(batch, view.strides[:len(batch)]):
+        if size == 1:
+            continue
+        if previous is not None and previous != stride * size:
+            view = contiguous(expand(mask, *batch, L, S))._view()
+            return View(view.buf, (math.prod(batch), L, S), (L * S, S, 1), view.offset)
+        previous = stride
+    B = math.prod(batch)
+    return View(view.buf, (B, L, S), (previous or 0, *view.strides[-2:]), view.offset)
+
+
+def _fused(query, key, value, attn_mask, is_causal, scale):
+    """scaled_dot_product_attention through ``FlashAttention`` (see ``_fused_applies``)."""
+    L, S, E, Ev = query.shape[-2], key.shape[-2], query.shape[-1], value.shape[-1]
+    batch = broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+    B = math.prod(batch)
+    q, k, v = (reshape(contiguous(expand(t, *batch, *t.shape[-2:])), B, *t.shape[-2:])
+               for t in (query, key, value))
+    mask = None
+    if attn_mask is not None:
+        if attn_mask.dtype == np.bool_:
+            attn_mask = where(attn_mask, Tensor._full((), 0, query.dtype, query.device),
+                              Tensor._full((), -math.inf, query.dtype, query.device))
+        mask = _mask_view(attn_mask, batch, L, S)
+    out = FlashAttention.apply(q, k, v, mask, bool(is_causal), scale)
+    return reshape(out, *batch, L, Ev)
+
+
 def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
-              enable_gqa=False):
+              enable_gqa=False, need_weights=True):
     """``(output, weights)``: what scaled_dot_product_attention computes, and the (..., L, S)
-    attention weights after dropout (``nn.MultiheadAttention`` returns them)."""
+    attention weights after dropout (``nn.MultiheadAttention`` returns them). Without
+    ``need_weights`` the fused path may run; weights are then None."""
     for name, t in (("query", query), ("key", key), ("value", value)):
         if not isinstance(t, Tensor):
             raise TypeError(f"scaled_dot_product_attention(): argument '{name}' must be Tensor, "
@@ -86,6 +160,8 @@ def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
         key, value = _repeat_heads(key, hq // hk), _repeat_heads(value, hq // hv)
     L, S = query.shape[-2], key.shape[-2]
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
+    if not need_weights and _fused_applies(query, key, value, attn_mask, dropout_p):
+        return _fused(query, key, value, attn_mask, is_causal, scale), None
     scores = matmul(query, key.mT) * scale
     if is_causal:
         attn_mask = causal_keep(L, S, query.device)
@@ -113,4 +189,5 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     in torch, pass ``dropout_p if self.training else 0.0``). ``enable_gqa`` lets key and value
     have fewer heads (dim -3) than query, each serving a group of query heads.
     """
-    return attention(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)[0]
+    return attention(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
+                     need_weights=False)[0]

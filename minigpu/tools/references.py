@@ -61,6 +61,11 @@ class TorchReference:
         x = self._rand(R, C)
         return "torch.softmax", lambda: self.t.softmax(x, 1)
 
+    def attention(self, B, n, E):
+        q, k, v = (self._rand(1, B, n, E) for _ in range(3))
+        sdpa = self.t.nn.functional.scaled_dot_product_attention
+        return "torch SDPA (flash / memory-efficient)", lambda: sdpa(q, k, v)
+
     def _step(self, model, x, y):
         nn = self.t.nn
         opt = self.t.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
@@ -152,6 +157,9 @@ class CupyReference(TorchReference):
             e = cp.exp(x - x.max(1, keepdims=True))
             return e / e.sum(1, keepdims=True)
         return "cupy softmax (4 kernels)", softmax
+
+    def attention(self, B, n, E):
+        return None
 
     def mlp_step(self, sizes, batch):
         return None

@@ -21,5 +21,6 @@ from .random import random_normal, random_uniform  # noqa: F401
 from .scan import masked_scatter, masked_select, scan  # noqa: F401
 from .indexing import gather_dim, scatter_add_dim  # noqa: F401
 from .sort import sort  # noqa: F401
+from .attention import attention, attention_backward  # noqa: F401
 
 name = "cpu"

@@ -21,5 +21,6 @@ from .layernorm import layer_norm, layer_norm_backward  # noqa: E402
 from .scan import masked_scatter, masked_select, scan  # noqa: E402
 from .indexing import gather_dim, scatter_add_dim  # noqa: E402
 from .sort import sort  # noqa: E402
+from .attention import attention, attention_backward  # noqa: E402
 
 name = "cuda"
