@@ -64,6 +64,13 @@ def test_train_cnn_smoke(tmp_path, cuda):
     model.load_state_dict(mg.load(tmp_path / "model.safetensors"))
 
 
+def test_train_cnn_amp_smoke(tmp_path):
+    needs("sklearn", "matplotlib")
+    demo("train_cnn").main(["--smoke", "--amp", "--device", "cpu", "--out", str(tmp_path)])
+    m = read_metrics(tmp_path)
+    assert m["amp"] and finite(m["test_loss"], m["train_loss"])
+
+
 def test_train_lstm_rows_smoke(tmp_path, cuda):
     needs("sklearn", "matplotlib")
     demo("train_lstm").main(["--smoke", "--device", cuda, "--bidirectional",
