@@ -1,13 +1,13 @@
 """``minigpu.cuda``: device queries and synchronisation, shaped like ``torch.cuda``."""
 from __future__ import annotations
 
+from . import backends
 from .simulator.errors import (LaunchConfigError, OutOfBoundsError, RaceError,  # noqa: F401
                                SimulatorError, SyncError, UninitializedReadError)
 
 
 def _device():
-    from .backends.cuda import device
-    return device
+    return backends.cuda_module("device")
 
 
 def is_available() -> bool:
@@ -81,9 +81,8 @@ def stream(s):
 # --- memory (the caching allocator, ``backends/cuda/allocator.py``) -----------------------
 
 def _allocator():
-    from .backends.cuda import allocator
     _device()  # importing device.py installs the allocator plugin
-    return allocator
+    return backends.cuda_module("allocator")
 
 
 _EMPTY_STATS = dict.fromkeys((

@@ -13,6 +13,8 @@ import argparse
 import os
 import sys
 
+from . import ALL, BY_NAME
+
 
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m minigpu.lessons",
@@ -28,7 +30,6 @@ def main(argv=None):
     ap.add_argument("--production", action="store_true",
                     help="sector efficiency of the production kernels instead")
     args = ap.parse_args(argv)
-    from . import ALL, BY_NAME
     wanted = args.names + args.lesson
     unknown = [n for n in wanted if n not in BY_NAME]
     if unknown:
