@@ -1,9 +1,10 @@
 """``minigpu.cuda``: device queries and synchronisation, shaped like ``torch.cuda``."""
 from __future__ import annotations
 
-from . import backends
 from .simulator.errors import (LaunchConfigError, OutOfBoundsError, RaceError,  # noqa: F401
                                SimulatorError, SyncError, UninitializedReadError)
+
+from . import backends
 
 
 def _device():
