@@ -5,10 +5,11 @@ from . import amp  # noqa: F401  (torch.cuda.amp.GradScaler, the older spelling)
 from .simulator.errors import (LaunchConfigError, OutOfBoundsError, RaceError,  # noqa: F401
                                SimulatorError, SyncError, UninitializedReadError)
 
+from . import backends
+
 
 def _device():
-    from .backends.cuda import device
-    return device
+    return backends.cuda_module("device")
 
 
 def is_available() -> bool:
@@ -82,9 +83,8 @@ def stream(s):
 # --- memory (the caching allocator, ``backends/cuda/allocator.py``) -----------------------
 
 def _allocator():
-    from .backends.cuda import allocator
     _device()  # importing device.py installs the allocator plugin
-    return allocator
+    return backends.cuda_module("allocator")
 
 
 _EMPTY_STATS = dict.fromkeys((

@@ -22,6 +22,7 @@ import ctypes
 
 import numpy as np
 
+from . import backends
 from .ops.registry import method
 from .tensor import Tensor, _check_dtype
 
@@ -48,8 +49,7 @@ def data_ptr(t: Tensor) -> int:
 
 
 def _simulator() -> bool:
-    from .backends.cuda import device
-    return device.SIMULATOR
+    return backends.cuda_module("device").SIMULATOR
 
 
 def cuda_array_interface(t: Tensor) -> dict:
@@ -63,8 +63,7 @@ def cuda_array_interface(t: Tensor) -> dict:
     item = t.dtype.itemsize
     stream = None
     if not _simulator():
-        from .backends.cuda import device
-        stream = int(device.current_stream())
+        stream = int(backends.cuda_module("device").current_stream())
     return {"shape": tuple(t.shape),
             "strides": None if t.is_contiguous() else tuple(s * item for s in t._strides),
             "typestr": t.dtype.str, "data": (data_ptr(t), False), "version": 3,
@@ -109,7 +108,7 @@ def _order_after_minigpu(stream):
         return
     from numba import cuda
 
-    from .backends.cuda import device
+    device = backends.cuda_module("device")
     current = device.current_stream()
     handle = 1 if stream is None else int(stream)
     if handle == int(current):

@@ -73,8 +73,9 @@ import sys
 import time
 from typing import NamedTuple
 
-from . import autograd
+from . import autograd, backends, cuda
 from .backends.contract import PRIMITIVES
+from .tensor import Tensor
 
 _BACKEND_MODULES = {"cpu": "minigpu.backends.cpu", "cuda": "minigpu.backends.cuda"}
 _active = None
@@ -148,7 +149,6 @@ class _Record:
 @functools.lru_cache(maxsize=None)
 def _cuda_usable() -> bool:
     """The cuda backend can run (GPU or simulator); False on a cpu-only machine."""
-    from . import cuda
     return cuda.is_available()
 
 
@@ -157,8 +157,7 @@ def _real_gpu() -> bool:
 
 
 def _cuda_device():
-    from .backends.cuda import device
-    return device
+    return backends.cuda_module("device")
 
 
 @contextlib.contextmanager
@@ -178,7 +177,6 @@ def record_function(name: str):
 
 
 def _first_device(args) -> str:
-    from .tensor import Tensor
     for a in args:
         for item in (a if isinstance(a, (list, tuple)) else (a,)):
             if isinstance(item, Tensor):
@@ -234,8 +232,7 @@ class profile:
 
     def _patch_backends(self):
         if _cuda_usable():  # load it now, so cuda tensors made inside are seen too
-            from .backends import get
-            get("cuda")
+            backends.get("cuda")
         for dev, module_name in _BACKEND_MODULES.items():
             module = sys.modules.get(module_name)
             if module is None:

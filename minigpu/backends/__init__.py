@@ -25,6 +25,13 @@ _LOADED = {}
 (every op asks for its tensors' backend)."""
 
 
+def cuda_module(name: str):
+    """``minigpu.backends.cuda.<name>`` (``"device"``, ``"allocator"``, ...), imported on first
+    use: the one way the modules above the backends reach the cuda backend's parts, so that
+    ``import minigpu`` never imports Numba's CUDA support for a cpu-only user."""
+    return importlib.import_module(f"{__name__}.cuda.{name}")
+
+
 def get(device_type: str):
     """The backend module for ``"cpu"`` or ``"cuda"`` (cuda is imported on first use; without
     a GPU or the simulator, a clear error instead of Numba's driver message)."""

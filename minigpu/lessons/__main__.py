@@ -14,6 +14,8 @@ import argparse
 import os
 import sys
 
+from . import ALL, BY_NAME
+
 
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m minigpu.lessons",
@@ -31,7 +33,6 @@ def main(argv=None):
     ap.add_argument("--sweep", action="store_true",
                     help="the lessons' measurements over problem sizes (slow: minutes)")
     args = ap.parse_args(argv)
-    from . import ALL, BY_NAME
     wanted = args.names + args.lesson
     unknown = [n for n in wanted if n not in BY_NAME]
     if unknown:

@@ -15,7 +15,8 @@ import numpy as np
 
 from ..backends.cuda import transpose
 from .coalescing import tiled_variant, transpose_problem
-from .record import Experiment, KernelSpec, Lesson
+from . import draw
+from .record import Experiment, Inputs, KernelSpec, Lesson
 
 TILE = transpose.PRODUCTION_TILE
 
@@ -29,8 +30,6 @@ def _kernels():
 
 
 def _pictures():
-    from . import draw
-    from .record import Inputs
     exp = LESSON.experiments[0]
     p = exp.build(Inputs(small=True))
     naive = draw.variant_trace(exp, "transpose_tiled_naive", p, block=0, warp=0)

@@ -21,7 +21,8 @@ from ..backends.cuda import transpose
 from ..backends.cuda.blocks import launch
 from ..backends.cuda.device import SIMULATOR, current_stream, grid_1d
 from ..backends.cuda.memory import gather_strided_kernel
-from .record import Experiment, KernelSpec, Lesson, Problem, Variant
+from . import draw
+from .record import Experiment, Inputs, KernelSpec, Lesson, Problem, Variant
 
 NAIVE_BLOCK = 32 if SIMULATOR else 256
 
@@ -90,8 +91,6 @@ def _kernels():
 
 
 def _pictures():
-    from . import draw
-    from .record import Inputs
     exp = LESSON.experiments[0]
     p = exp.build(Inputs(small=True))
     tr = {name: draw.variant_trace(exp, name, p, block=0, warp=0)

@@ -19,7 +19,8 @@ from ..backends.contract import View, conv_out_size, numel, pair
 from ..backends.cuda.device import BLOCK, current_stream, empty, launch_1d
 from ..backends.cuda.memory import from_numpy
 from ..backends.cuda.strided import unravel4
-from .record import Experiment, KernelSpec, Lesson, Problem, Variant
+from . import draw
+from .record import Experiment, Inputs, KernelSpec, Lesson, Problem, Variant
 
 CONST_BYTES = 64 * 1024
 """Constant memory per kernel (the filter and the bias must fit)."""
@@ -197,9 +198,7 @@ def _kernels():
 
 
 def _pictures():
-    from . import draw
     exp = LESSON.experiments[0]
-    from .record import Inputs
     p = exp.build(Inputs(small=True))
     tr = {v.name: draw.traced(lambda v=v: v.run(p), block=None) for v in exp.variants}
     top = 1.1 * max(max(draw.traffic_bytes(t).values()) for t in tr.values())

@@ -23,7 +23,9 @@ from numba import cuda, float32
 from ..backends.cuda.blocks import launch
 from ..backends.cuda.device import BLOCK, empty, scalar
 from ..backends.cuda.elementwise import dense_unary_kernel, map_kernel, unary
-from .record import Experiment, KernelSpec, Lesson, Problem, Variant
+from . import draw
+from .draw import ACTIVE, MASKED, WARP
+from .record import Experiment, Inputs, KernelSpec, Lesson, Problem, Variant
 
 
 @cuda.jit(device=True)
@@ -66,8 +68,6 @@ def arms(ax, trace, values, branch):
     elements each lane loaded (the trace) and their signs: with a branch the warp issues the
     ``if`` arm with the negative lanes masked off, then the ``else`` arm with the others;
     with a select, one path for all lanes."""
-    import numpy as np
-    from .draw import ACTIVE, MASKED, WARP
     lane_x = {t.lane: values[t.index] for t in trace.select(space="global", kind="load",
                                                           array="x", warp=0)}
     positive = np.array([lane_x.get(lane, 0) > 0 for lane in range(WARP)])
@@ -90,8 +90,6 @@ def _cell(x, y, colour):
 
 
 def _pictures():
-    from . import draw
-    from .record import Inputs
     inputs = Inputs(small=True)
     exp = LESSON.experiments[0]
     p = exp.build(inputs)

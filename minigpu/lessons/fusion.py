@@ -46,7 +46,8 @@ from ..backends.cuda.elementwise import UNARY, binary, unary
 from ..backends.cuda.lstm import lstm_cell
 from ..backends.cuda.memory import assign_
 from ..backends.cuda.optim import adam_plan, adam_step_
-from .record import Experiment, KernelSpec, Lesson, Problem, Variant
+from . import draw
+from .record import Experiment, Inputs, KernelSpec, Lesson, Problem, Variant
 
 ACTIVATIONS = {act: UNARY[act] for act in ("identity", "relu", "leaky_relu", "tanh", "sigmoid")}
 """Activation name -> the elementwise device function ``f(x, alpha, beta)`` both paths use."""
@@ -265,8 +266,6 @@ def _kernels():
 
 
 def _pictures():
-    from . import draw
-    from .record import Inputs
     exp = LESSON.experiments[0]
     p = exp.build(Inputs(small=True))
     tr = {name: draw.variant_trace(exp, name, p, block=None)

@@ -28,7 +28,8 @@ import numpy as np
 
 from ..backends.cuda.elementwise import unary
 from ..backends.cuda.matmul import matmul
-from .record import Experiment, Lesson, Problem, Variant
+from . import draw
+from .record import Experiment, Inputs, Lesson, Problem, Variant
 
 
 def _map_problem(inputs):
@@ -54,8 +55,6 @@ def _gemm_problem(inputs):
 
 
 def _pictures():
-    from . import draw
-    from .record import Inputs
     exp = LESSON.experiments[0]
     p = exp.build(Inputs(small=True))
     tr = {name: draw.variant_trace(exp, name, p, block=0, warp=0)

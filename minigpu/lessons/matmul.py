@@ -31,7 +31,8 @@ from ..backends.cuda.blocks import numba_type
 from ..backends.cuda.device import current_stream
 from ..backends.cuda.matmul import (batch_grid, checked_launch, matmul_register_tiled,
                                     operand_args, register_tiled_config)
-from .record import Experiment, KernelSpec, Lesson, Problem, Variant
+from . import draw
+from .record import Experiment, Inputs, KernelSpec, Lesson, Problem, Variant
 
 
 # --- 1. naive and 2. coalesced: one thread per C element, two thread mappings ----------------
@@ -178,8 +179,6 @@ def _kernels():
 
 
 def _pictures():
-    from . import draw
-    from .record import Inputs
     inputs = Inputs(small=True)
     M, K, N = 32, 48, 32
     a, b = inputs.tensor(1, M, K), inputs.tensor(1, K, N)

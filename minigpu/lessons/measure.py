@@ -7,7 +7,17 @@ efficiency of the production kernels (:func:`production`). Sizes are the small (
 """
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
+
+import minigpu as mg
+import minigpu.nn.functional as F
+
+from .. import cuda
+from ..backends.cuda.matmul import PRODUCTION, matmul_register_tiled
+from ..simulator.counters import SECTOR, table, total
+from . import ALL
+from .record import Inputs
 
 BEGIN, END = "<!-- counters:begin (python -m minigpu.lessons --markdown) -->", "<!-- counters:end -->"
 PROD_BEGIN = "<!-- production:begin (python -m minigpu.lessons --production --markdown) -->"
@@ -39,9 +49,6 @@ def _pct(x):
 
 def measure_experiment(experiment, inputs=None):
     """(problem, [KernelCounters summed per variant]) of one experiment at the small size."""
-    from .. import cuda
-    from ..simulator.counters import total
-    from .record import Inputs
 
     problem = experiment.build(inputs or Inputs(small=True))
     out = []
@@ -54,19 +61,16 @@ def measure_experiment(experiment, inputs=None):
 
 def measure_all(lessons=None):
     """[(lesson, experiment, problem, [per-variant totals])] for every lesson of ``lessons.ALL``."""
-    from . import ALL
     return [(lesson, exp, *measure_experiment(exp))
             for lesson in (lessons or ALL) for exp in lesson.experiments]
 
 
 def text(measured):
-    from ..simulator.counters import table
     return "\n\n".join(f"== {lesson.name} / {exp.name}: {problem.size}\n{table(rows)}\n"
                        f"{_look_for(exp)}" for lesson, exp, problem, rows in measured)
 
 
 def _look_for(exp):
-    import textwrap
     return textwrap.fill(f"What to look for: {exp.look_for}", 100, subsequent_indent="  ")
 
 
@@ -99,8 +103,6 @@ def updated_doc(measured, doc_text):
 def _production_cases():
     """(label, setup) pairs: setup() -> (run, useful bytes, kernel-name filter, loads only).
     Useful bytes: each input read once plus the output written once (float32)."""
-    import minigpu as mg
-    import minigpu.nn.functional as F
 
     def t(*shape):
         return mg.randn(*shape, device="cuda")
@@ -131,8 +133,6 @@ def _production_cases():
 def _production_gemm():
     """The register-tiled GEMM at its production configuration (the simulator's default tiles
     are smaller, for speed): one 128x128 block tile, K = 16 (two BK = 8 slices)."""
-    from ..backends.cuda.matmul import PRODUCTION, matmul_register_tiled
-    from .record import Inputs
 
     inputs = Inputs(small=True)
     a, b = inputs.tensor(1, 128, 16), inputs.tensor(1, 16, 128)
@@ -142,8 +142,6 @@ def _production_gemm():
 def production():
     """[(label, [kernel names], bytes moved, useful bytes, load / store / overall sector
     efficiency)] for the production kernels, measured on the simulator at small sizes."""
-    from .. import cuda
-    from ..simulator.counters import SECTOR, total
 
     out = []
     for label, run, useful, only, loads_only in _production_cases():

@@ -47,7 +47,8 @@ import numpy as np
 from numba import cuda
 
 from ..backends.cuda.device import SIMULATOR, current_stream, empty, synchronize
-from .record import Experiment, KernelSpec, Lesson, Problem, Variant
+from . import draw
+from .record import Experiment, Inputs, KernelSpec, Lesson, Problem, Variant
 
 
 class SMLimits(NamedTuple):
@@ -261,8 +262,6 @@ occupancy_bars.rows = (1, 1)
 
 
 def _pictures():
-    from . import draw
-    from .record import Inputs
     inputs = Inputs(small=True)
     n = 50
     x, y = inputs.upload(inputs.uniform(n)), inputs.upload(inputs.uniform(n))

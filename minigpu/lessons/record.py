@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any, Callable
 
+from ..backends.contract import View, contiguous_strides
+from ..backends.cuda import device, memory
 from ..backends.cuda.kernelspec import KernelSpec  # noqa: F401 (the lessons name it here)
 
 
@@ -91,8 +93,6 @@ class Inputs:
     def __init__(self, small: bool, seed: int = 0):
         import numpy as np
 
-        from ..backends.cuda import device, memory
-
         self.np, self.small = np, small
         self.rng = np.random.default_rng(seed)
         self.device, self.memory = device, memory
@@ -110,8 +110,6 @@ class Inputs:
         return self.device.empty(n, self.np.dtype(dtype))
 
     def view(self, buf, shape, strides=None, offset=0):
-        from ..backends.contract import View, contiguous_strides
-
         return View(buf, tuple(shape), tuple(strides or contiguous_strides(shape)), offset)
 
     def tensor(self, *shape, lo=-1.0, hi=1.0):

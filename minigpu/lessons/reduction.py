@@ -34,7 +34,8 @@ from ..backends.cuda import memory
 from ..backends.cuda.blocks import FULL_MASK, WARP_SHUFFLE, block_allreduce, numba_type
 from ..backends.cuda.device import WARP_SIZE, current_stream, empty, scalar
 from ..backends.cuda.reduce import MAX_BLOCK, PRODUCTION_BLOCK, reduce
-from .record import Experiment, KernelSpec, Lesson, Problem, Variant
+from . import draw
+from .record import Experiment, Inputs, KernelSpec, Lesson, Problem, Variant
 
 LADDER_MAX_GRID = 1024   # blocks of the grid-stride rung (e)
 
@@ -267,8 +268,6 @@ def _kernels():
 
 
 def _pictures():
-    from . import draw
-    from .record import Inputs
     inputs = Inputs(small=True)
     x16 = inputs.view(inputs.upload(inputs.rng.random(16)), (16,))
     x128 = inputs.view(inputs.upload(inputs.rng.random(128)), (128,))

@@ -27,7 +27,8 @@ from ..backends.cuda import memory
 from ..backends.cuda.blocks import numba_type
 from ..backends.cuda.device import current_stream, empty, launch_1d, scalar
 from ..backends.cuda.scan import MAX_BLOCK, PRODUCTION_BLOCK, scan
-from .record import Experiment, KernelSpec, Lesson, Problem, Variant
+from . import draw
+from .record import Experiment, Inputs, KernelSpec, Lesson, Problem, Variant
 
 
 @cuda.jit
@@ -127,8 +128,6 @@ def _kernels():
 
 
 def _pictures():
-    from . import draw
-    from .record import Inputs
     inputs = Inputs(small=True)
     x = inputs.tensor(1, 16)
     hillis = draw.traced(lambda: scan_hillis_steele(x, block=16))

@@ -22,7 +22,8 @@ from ..backends.contract import View
 from ..backends.cuda import memory
 from ..backends.cuda.device import current_stream, empty, launch_1d
 from ..backends.cuda.sort import PRODUCTION_BLOCK, before_fn, sort
-from .record import Experiment, KernelSpec, Lesson, Problem, Variant
+from . import draw
+from .record import Experiment, Inputs, KernelSpec, Lesson, Problem, Variant
 
 
 @functools.lru_cache(maxsize=None)
@@ -81,8 +82,6 @@ def _kernels():
 
 
 def _pictures():
-    from . import draw
-    from .record import Inputs
     x = Inputs(small=True).tensor(1, 16)
     tr = draw.traced(lambda: sort(x, max_block=8)[0])   # one tile of 16
     return [draw.Picture(

@@ -61,7 +61,7 @@ import warnings
 
 from .. import creation, ops
 from ..ops import rnn as rnn_ops
-from . import init
+from . import functional, init
 from .module import Module, Parameter
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell",
@@ -82,7 +82,6 @@ def _check_device(input, weight):
 
 
 def _dropout(x, p):
-    from . import functional
     return functional.dropout(x, p=p, training=True)
 
 

@@ -33,6 +33,10 @@ import re
 import sys
 from pathlib import Path
 
+from .. import backends
+from .suites import SUITES, Context
+from .timing import Timer, copy_bandwidth
+
 SUITE_NAMES = ("lessons", "ops", "train")
 # The suites, the timer and the lessons import Numba: ``main`` imports them only once it has
 # decided whether to simulate (``--smoke`` without NUMBA_ENABLE_CUDASIM restarts with it =1).
@@ -55,7 +59,7 @@ def run_group(group, suite: str, timer, copy_gbps, ctx) -> list[dict]:
         rows.append(dict(suite=suite, group=group.name, variant="(skipped)", size=group.size,
                          note=group.skipped or "no variants"))
         return rows
-    from ..backends.cuda.device import SIMULATOR
+    SIMULATOR = backends.cuda_module("device").SIMULATOR
 
     first_ms = first_out = None
     for k, (name, fn) in enumerate(group.variants):
@@ -174,8 +178,6 @@ def device_name(device) -> str:
 
 
 def run_suite(suite: str, ctx, timer, copy_gbps, only=None, log=print):
-    from .suites import SUITES
-
     rows = []
     for name, build in SUITES[suite](only):
         try:
@@ -225,7 +227,7 @@ def main(argv=None) -> int:
         os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
         os.execv(sys.executable, [sys.executable, "-m", "minigpu.tools.bench",
                                   *(sys.argv[1:] if argv is None else argv)])
-    from ..backends.cuda import device
+    device = backends.cuda_module("device")
 
     if not device.SIMULATOR:
         from numba import cuda
@@ -236,9 +238,6 @@ def main(argv=None) -> int:
             return 2
     warmup = args.warmup if args.warmup is not None else (1 if args.smoke else 3)
     repeat = args.repeat if args.repeat is not None else (1 if args.smoke else 20)
-    from .suites import Context
-    from .timing import Timer, copy_bandwidth
-
     ctx = Context(smoke=args.smoke)
     timer = Timer(ctx, warmup, repeat)
     dev_name = device_name(device)

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import statistics
 
+from .. import backends
+
+
 class TorchReference:
     """The same work in PyTorch (cuBLAS/cuDNN), TF32 off, timed with torch's CUDA events."""
 
@@ -176,7 +179,7 @@ def reference():
     if "ref" in _REF_CACHE:
         return _REF_CACHE["ref"]
     ref = None
-    from ..backends.cuda import device
+    device = backends.cuda_module("device")
 
     if not device.SIMULATOR:
         try:

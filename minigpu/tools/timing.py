@@ -10,6 +10,8 @@ import statistics
 import sys
 import time
 
+from .. import backends
+
 class ReplayAllocations:
     """While timing, ``device.empty`` in every kernel module hands out the buffers the first
     call allocated, in the same order: no timed call allocates, whatever the allocator, and
@@ -17,9 +19,7 @@ class ReplayAllocations:
     than recorded gets a fresh buffer, so results stay correct."""
 
     def __init__(self):
-        from ..backends.cuda import device
-
-        self.device = device
+        self.device = backends.cuda_module("device")
         self.real = self.device.empty
         self.buffers, self.index, self.recording = [], 0, True
 

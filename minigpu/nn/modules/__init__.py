@@ -12,7 +12,9 @@ from __future__ import annotations
 import sys
 import types
 
+from .. import activation as _activation
 from .. import loss as _loss_module
+from .. import normalization as _normalization
 
 _nn = sys.modules[__name__.rpartition(".")[0]]  # minigpu.nn, imported before this package
 
@@ -22,11 +24,11 @@ TORCH_FILES = {
     "conv": ["Conv1d", "Conv2d", "ConvTranspose2d"],
     "pooling": ["MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d"],
     "batchnorm": ["BatchNorm1d", "BatchNorm2d"],
-    "normalization": ["LayerNorm"],
+    "normalization": list(_normalization.__all__),  # LayerNorm, GroupNorm: as torch's file
     "dropout": ["Dropout", "Dropout2d"],
     "flatten": ["Flatten"],
-    "activation": ["ReLU", "LeakyReLU", "Sigmoid", "Tanh", "Softmax", "LogSoftmax", "ELU",
-                   "GELU", "SiLU", "Softplus", "MultiheadAttention"],
+    "activation": ["ReLU", "LeakyReLU", "Sigmoid", "Tanh", "Softmax", "LogSoftmax",
+                   "MultiheadAttention", *_activation.__all__],  # + every layer of nn/activation.py
     "loss": ["_Loss", "_WeightedLoss", "MSELoss", "BCELoss", "BCEWithLogitsLoss", "NLLLoss",
              "CrossEntropyLoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "KLDivLoss"],
     "container": ["Sequential", "ModuleList", "ModuleDict"],
