@@ -219,3 +219,32 @@ def test_mixed_precision_training_with_grad_scaler_learns(device):
         losses.append(loss.item())
     assert all(p.dtype == mg.float32 for p in model.parameters())  # master weights stay fp32
     assert losses[-1] < 0.2 * losses[0]
+
+
+def _primitives(lib, x, device):
+    """The primitives beyond the maps, on one tensor of any integer or float16 dtype."""
+    F = lib.nn.functional
+    out = {"max": x.max(), "argmax": x.argmax(1), "amax": x.amax(2), "cumsum": x.cumsum(3),
+           "prod": x.prod(3), "sort": x.sort(3)[0], "argsort": x.argsort(dim=3, stable=True),
+           "topk": x.topk(2, 3)[0], "index_select": x.index_select(1, lib.tensor([2, 0]).to(
+               device)), "gather": x.gather(3, lib.zeros(2, 3, 4, 4, dtype=lib.int64).to(device)),
+           "where": lib.where(x > 3, x, x * 2), "transpose": x.transpose(1, 3).contiguous(),
+           "cat": lib.cat([x, x], 1), "clamp": x.clamp(1, 5), "flip": x.flip(2), "tril": x.tril(),
+           "masked_select": x[x > 4], "nonzero": x.nonzero(), "unique": lib.unique(x)}
+    if x.dtype == (mg.float16 if lib is mg else torch.float16):
+        weight = lib.ones(2, 3, 3, 3).to(device).half()
+        out.update(softmax=x.softmax(1), max_pool=F.max_pool2d(x, 2), avg_pool=F.avg_pool2d(x, 2),
+                   conv=F.conv2d(x, weight), layer_norm=F.layer_norm(x, (4,)), mean=x.mean(1),
+                   var=x.var(1), logsumexp=x.logsumexp(1))
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.int8, np.uint8, np.int32])
+def test_every_primitive_keeps_torchs_dtype_on_both_devices(dtype):
+    """cuda (simulator) gives the cpu result, and the cpu result is torch's (dtype and values)."""
+    a = np.random.default_rng(0).integers(0, 9, (2, 3, 4, 4)).astype(dtype)
+    theirs = _primitives(torch, torch.tensor(a), "cpu")
+    for device in DEVICES:
+        mine = _primitives(mg, mg.tensor(a, device=device), device)
+        for name in theirs:
+            assert_same(mine[name], theirs[name]), name

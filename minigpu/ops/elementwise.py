@@ -200,11 +200,12 @@ def _scalar_tensor(value, like):
     return Tensor._full((), value, dtype, like.device)
 
 
-def _float_scalar_op(x, value):
-    """x op python-scalar stays in x's float dtype; integer tensors promote for float scalars."""
-    if x.dtype.kind != "f" and isinstance(value, float):
-        x = x.to(float32)
-    return x
+def _scalar_promoted(x, *values):
+    """``x`` cast to the dtype of ``x op values`` (Python scalars, None ignored), PyTorch's
+    rule: a float tensor keeps its dtype, an integer one meets a float scalar as float32, a
+    bool one meets an int scalar as int64."""
+    target = dtypes.result_type(x, *[v for v in values if v is not None])
+    return x if x.dtype == target else x.to(target)
 
 
 @op(mg=True, method=("add", "__add__", "__radd__"), inplace="add_")
@@ -265,7 +266,7 @@ def rdiv(a, b):
 @op(mg=True, method=("pow", "__pow__"), inplace="pow_")
 def pow(a, b):
     if isinstance(a, Tensor) and _is_scalar(b):
-        return PowScalar.apply(_float_scalar_op(a, b), alpha=float(b))
+        return PowScalar.apply(_scalar_promoted(a, b), alpha=float(b))
     return Pow.apply(*tensor_operands(a, b))
 
 
@@ -336,7 +337,7 @@ def clamp(x, min=None, max=None):
         raise RuntimeError("At least one of 'min' or 'max' must not be None")
     lo = -math.inf if min is None else float(min)
     hi = math.inf if max is None else float(max)
-    return Clamp.apply(x, alpha=lo, beta=hi)
+    return Clamp.apply(_scalar_promoted(x, min, max), alpha=lo, beta=hi)
 
 
 clip = op(clamp, name="clip", mg=True)
