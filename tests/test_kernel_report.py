@@ -53,7 +53,7 @@ def test_no_spills(report):
 
 def test_no_float64_in_float32_kernels(report):
     bad = {k["name"]: k["f64"] for k in report["kernels"]
-           if k["dtype"] == "float32" and k["f64"] and not k["f64_reason"]}
+           if k["dtype"] in ("float16", "float32") and k["f64"] and not k["f64_reason"]}
     assert not bad
 
 

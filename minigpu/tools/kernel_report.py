@@ -521,8 +521,8 @@ def check(reports: list[KernelReport]) -> list[str]:
         if r.spills:
             failures.append(f"{r.name}: spills {r.spill_stores} B stored, {r.spill_loads} B "
                             f"loaded")
-        if r.dtype == "float32" and r.f64 and not r.f64_reason:
-            failures.append(f"{r.name}: {r.f64} float64 instructions in a float32 kernel")
+        if r.dtype in ("float16", "float32") and r.f64 and not r.f64_reason:
+            failures.append(f"{r.name}: {r.f64} float64 instructions in a {r.dtype} kernel")
         if r.ffma_goal and (r.ffma_lds or 0) < GEMM_RATIO_GOAL:
             failures.append(f"{r.name}: FFMA:LDS {r.ffma_lds} < {GEMM_RATIO_GOAL:g}")
     return failures

@@ -472,13 +472,14 @@ def _map_kernel_specs(k, x):
     specs += [KernelSpec(f"binary_dense[{op}]", k("binary", op, "dense"),
                          (x.i64, 0, x.i64, 0, x.i64, np.int64(0), np.int64(0)), x.block,
                          dtype="int64") for op in integer]
-    half, h0 = x.h, np.float16(0)  # half storage: the maps the mixed-precision lesson runs
+    half, h0 = x.h, np.float16(0)  # half storage, float32 arithmetic: every float map
     specs += [KernelSpec(f"unary_dense_f16[{op}]", k("unary", op, "dense", True),
-                         (half, 0, half, h0, h0), x.block, dtype="float16")
-              for op in ("relu", "exp", "affine", "tanh")]
+                         (half, 0, x.b8 if op in ("isnan", "isinf") else half, h0, h0), x.block,
+                         dtype="float16", f64_reason=trig if op in ("sin", "cos") else "")
+              for op in unary]
     specs += [KernelSpec(f"binary_dense_f16[{op}]", k("binary", op, "dense", True),
                          (half, 0, half, 0, half, h0, h0), x.block, dtype="float16")
-              for op in ("add", "mul", "relu_grad")]
+              for op in binary]
     return specs + [
         KernelSpec("unary_strided[relu]", k("unary", "relu", "strided"),
                    (x.f, x.t2, x.t2, 0, x.f, x.s, x.s), x.block),
