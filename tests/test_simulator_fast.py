@@ -92,3 +92,17 @@ def test_bugs_fall_back_to_the_checked_verdict(compiled, kernel, launch, error):
         launch(kernel)
     name = kernel.py_func.__qualname__
     assert any(k.startswith("fallback") for k in compiled[name]), dict(compiled[name])
+
+
+def test_auto_keeps_cheap_launches_on_the_checked_path(monkeypatch):
+    """``auto`` compiles only once a kernel's checked launches cost about a compile: the
+    suite's small launches never pay for one."""
+    monkeypatch.setattr(config, "FAST", "auto")
+    fast.STATS.clear()
+    x = np.arange(2 * TILE, dtype=np.float32)
+    out = np.zeros_like(x)
+    for _ in range(2):
+        tile_reverse[2, TILE](x, out)
+    assert dict(fast.STATS["tile_reverse"]) == {"checked": 2}
+    assert not any(key[0] is tile_reverse for key in fast._COMPILED)
+    np.testing.assert_array_equal(out, (x.reshape(2, TILE)[:, ::-1] * 2).ravel())

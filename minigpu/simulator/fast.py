@@ -46,8 +46,12 @@ from . import config, fastmem, memory, rules
 from .fastmem import (BDX, BDY, BDZ, BLOCK, BX, BY, BZ, DIVERGENT, EPOCH, GDX, GDY, GDZ,
                       LOCAL, NTHREADS, SHARED, THREAD, TX, TY, TZ)
 
-AUTO_SECONDS = 1.0
-"""``auto`` compiles a kernel once its checked launches (spent and predicted) reach this."""
+AUTO_SECONDS = 30.0
+"""``auto`` compiles a kernel once its checked launches (spent and predicted) reach this: about
+what compiling one costs (10 s for an elementwise kernel to a few minutes for the register-tiled
+matmul on a loaded 2-core machine). Paying the checked path up to the price of compiling, then
+compiling, never costs more than twice the better choice made in hindsight (ski rental); the
+suite's small launches stay on the checked path."""
 FIRST_GUESS = 50e-6
 """Seconds per thread a kernel never timed is predicted to cost on the checked path."""
 
