@@ -16,8 +16,10 @@ CPU target:
    header of a block-level statement (its range, its condition) is evaluated by every thread
    and must agree (a barrier reached by some threads only is *divergent*).
 3. **Drive** (:func:`_driver_source`): one compiled function runs the blocks in the launch's
-   shuffled order, the regions in order, and allocates each block's shared arrays (poisoned)
-   and each thread's local arrays.
+   shuffled order, the regions in order, and poisons each block's shared arrays and each
+   thread's local arrays again. It allocates nothing: :class:`Compiled` passes it every array
+   (shared and local storage, the variables that cross a barrier), and it works on borrowed
+   views of them (:func:`.fastmem.borrow`), which cost no reference counting.
 
 A launch on the compiled path never decides an error. When anything is suspect (an index
 outside an array, a load of never-written memory, a conflict, a zero divisor, a divergent
@@ -532,7 +534,7 @@ class KernelCompiler:
         extra = ([f"__SH_{n}" for n in sorted(rw.shared)] + [f"__LS_{n}" for n in sorted(rw.local)]
                  + [f"__L_{n}" for n in carried])
         # what the regions read, in one tuple (a kernel may have many parameters)
-        shared_names = params + extra
+        region_args = params + extra
         renames = {n: f"__SH_{n}" for n in rw.shared}
         sources, k = [], itertools.count()
         for u in units:
@@ -552,7 +554,7 @@ class KernelCompiler:
                     text = "    return (" + ", ".join(
                         f"np.int64({ast.unparse(n)})" for n in nodes[:3]) + ")"
             body_text = "\n".join(head + [text])
-            unpack = [f"    {n} = __A[{i}]" for i, n in enumerate(shared_names)
+            unpack = [f"    {n} = __A[{i}]" for i, n in enumerate(region_args)
                       if re.search(rf"\b{n}\b", body_text)]
             sources.append(f"def {u.fname}(__c, __F, __A, __t):\n"
                            + "\n".join(unpack + [body_text]) + "\n")
@@ -633,7 +635,7 @@ def _driver_source(params, plan, units, extra, rw, carried):
     owned = params + ["__order", "__dims", "__F"] + extra + ["__c", "__alive"]
     lines = [f"def __driver({', '.join(owned)}):"]
     lines += [f"    {n} = __borrow({n})" for n in owned]
-    lines += [f"    __A = ({', '.join(params + extra)},)"]
+    lines += ["    __A = (" + "".join(f"{n}, " for n in params + extra) + ")"]
     lines += [f"    __c[{BDX}] = __dims[0]; __c[{BDY}] = __dims[1]; __c[{BDZ}] = __dims[2]",
               f"    __c[{GDX}] = __dims[3]; __c[{GDY}] = __dims[4]; __c[{GDZ}] = __dims[5]",
               "    __nt = __dims[0] * __dims[1] * __dims[2]",
