@@ -45,6 +45,14 @@ def shift_right(x, out):
 
 
 @cuda.jit
+def add_one(x, out):
+    """out[i] = x[i] + 1 (launched only by the ``auto`` test: never compiled before it)."""
+    i = cuda.grid(1)
+    if i < x.size:
+        out[i] = x[i] + float32(1)
+
+
+@cuda.jit
 def reads_unwritten(out):
     """Every thread reads shared memory nobody wrote."""
     s = cuda.shared.array(TILE, float32)
@@ -92,3 +100,17 @@ def test_bugs_fall_back_to_the_checked_verdict(compiled, kernel, launch, error):
         launch(kernel)
     name = kernel.py_func.__qualname__
     assert any(k.startswith("fallback") for k in compiled[name]), dict(compiled[name])
+
+
+def test_auto_keeps_cheap_launches_on_the_checked_path(monkeypatch):
+    """``auto`` compiles only once a kernel's checked launches cost about a compile: the
+    suite's small launches never pay for one."""
+    monkeypatch.setattr(config, "FAST", "auto")
+    fast.STATS.clear()
+    x = np.arange(2 * TILE, dtype=np.float32)
+    out = np.zeros_like(x)
+    for _ in range(2):
+        add_one[2, TILE](x, out)
+    assert dict(fast.STATS["add_one"]) == {"checked": 2}
+    assert not any(key[0] is add_one for key in fast._COMPILED)
+    np.testing.assert_array_equal(out, x + 1)

@@ -16,8 +16,10 @@ CPU target:
    header of a block-level statement (its range, its condition) is evaluated by every thread
    and must agree (a barrier reached by some threads only is *divergent*).
 3. **Drive** (:func:`_driver_source`): one compiled function runs the blocks in the launch's
-   shuffled order, the regions in order, and allocates each block's shared arrays (poisoned)
-   and each thread's local arrays.
+   shuffled order, the regions in order, and poisons each block's shared arrays and each
+   thread's local arrays again. It allocates nothing: :class:`Compiled` passes it every array
+   (shared and local storage, the variables that cross a barrier), and it works on borrowed
+   views of them (:func:`.fastmem.borrow`), which cost no reference counting.
 
 A launch on the compiled path never decides an error. When anything is suspect (an index
 outside an array, a load of never-written memory, a conflict, a zero divisor, a divergent
@@ -33,6 +35,7 @@ import ast
 import collections
 import copy
 import itertools
+import re
 import time
 
 import numpy as np
@@ -45,8 +48,12 @@ from . import config, fastmem, memory, rules
 from .fastmem import (BDX, BDY, BDZ, BLOCK, BX, BY, BZ, DIVERGENT, EPOCH, GDX, GDY, GDZ,
                       LOCAL, NTHREADS, SHARED, THREAD, TX, TY, TZ)
 
-AUTO_SECONDS = 1.0
-"""``auto`` compiles a kernel once its checked launches (spent and predicted) reach this."""
+AUTO_SECONDS = 30.0
+"""``auto`` compiles a kernel once its checked launches (spent and predicted) reach this: about
+what compiling one costs (10 s for an elementwise kernel to a few minutes for the register-tiled
+matmul on a loaded 2-core machine). Paying the checked path up to the price of compiling, then
+compiling, never costs more than twice the better choice made in hindsight (ski rental); the
+suite's small launches stay on the checked path."""
 FIRST_GUESS = 50e-6
 """Seconds per thread a kernel never timed is predicted to cost on the checked path."""
 
@@ -346,8 +353,8 @@ _HELPERS = {
     "__load": fastmem.load, "__store": fastmem.store, "__atomic_cas": fastmem.atomic_cas,
     "__shape_of": fastmem.shape_of, "__size_of": fastmem.size_of,
     "__ndim_of": fastmem.ndim_of, "__len_of": fastmem.len_of,
-    "__local_row": fastmem.local_row, "__shadowed": fastmem.shadowed,
-    "__poisoned": fastmem.poisoned, "np": np,
+    "__local_row": fastmem.local_row, "__reset": fastmem.reset,
+    "__borrow": fastmem.borrow, "np": np,
     **{f"__atomic_{k}": v for k, v in fastmem.ATOMICS.items()},
     **{f"__{k}": v for k, v in fastmem.DIVISIONS.items()},
 }
@@ -448,10 +455,27 @@ def _units(plan, out):
 
 
 class Compiled:
-    """A kernel compiled for one signature: ``run(args, grid, block, order) -> 0 or suspect``."""
+    """A kernel compiled for one argument signature: its driver, and the arrays a launch gives
+    it besides the kernel's arguments (the driver allocates nothing: it borrows)."""
 
-    def __init__(self, driver, shared, local):
-        self.driver, self.shared, self.local = driver, shared, local
+    def __init__(self, driver, shared, local, carried):
+        self.driver = driver
+        # name -> (shape, dtype) of shared arrays and local arrays; name -> dtype of the variables
+        # that live across a barrier
+        self.shared, self.local, self.carried = shared, local, carried
+
+    def run(self, values, order, dims):
+        """Run the launch; the suspect's number (:data:`.fastmem.SUSPECTS`), 0 if none."""
+        nt = int(dims[0] * dims[1] * dims[2])
+        extra = [fastmem.make_buf(np.empty(shape, dt), SHARED)
+                 for shape, dt in self.shared.values()]
+        extra += [fastmem.make_buf(np.empty((nt,) + shape, dt), LOCAL)
+                  for shape, dt in self.local.values()]
+        extra += [np.zeros(nt, dt) for dt in self.carried.values()]
+        flag = np.zeros(1, np.int64)
+        self.driver(*values, order, dims, flag, *extra, np.zeros(16, np.int64),
+                    np.ones(nt, np.bool_))
+        return int(flag[0])
 
 
 class KernelCompiler:
@@ -484,7 +508,7 @@ class KernelCompiler:
             src = ast.unparse(func)
             self.sources.append(src)
             exec(compile(src, f"<minigpu.fast {name}>", "exec"), ns)
-            self.ns[name] = njit(error_model="numpy")(ns[name])
+            self.ns[name] = njit(error_model="numpy", forceinline=True)(ns[name])
             # later device functions see this one too
         return self.devices[key]
 
@@ -506,11 +530,11 @@ class KernelCompiler:
         uses = collections.Counter(n for u in units for n in (u.names & locals_))
         carried = sorted(n for n, k in uses.items() if k > 1)
         carried_arrays = sorted(n for n in rw.local if sum(n in u.names for u in units) > 1)
-        shapes = {n: s for n, (s, _) in {**rw.shared, **rw.local}.items()}
         dtypes = self._carried_types(func, params, body, rw, args, carried)
         extra = ([f"__SH_{n}" for n in sorted(rw.shared)] + [f"__LS_{n}" for n in sorted(rw.local)]
                  + [f"__L_{n}" for n in carried])
-        common = ["__c", "__F"] + params + extra
+        # what the regions read, in one tuple (a kernel may have many parameters)
+        region_args = params + extra
         renames = {n: f"__SH_{n}" for n in rw.shared}
         sources, k = [], itertools.count()
         for u in units:
@@ -529,24 +553,23 @@ class KernelCompiler:
                 else:                  # a range's (start, stop, step)
                     text = "    return (" + ", ".join(
                         f"np.int64({ast.unparse(n)})" for n in nodes[:3]) + ")"
-            sources.append(f"def {u.fname}({', '.join(common + ['__t'])}):\n"
-                           + "\n".join(head + [text]) + "\n")
+            body_text = "\n".join(head + [text])
+            unpack = [f"    {n} = __A[{i}]" for i, n in enumerate(region_args)
+                      if re.search(rf"\b{n}\b", body_text)]
+            sources.append(f"def {u.fname}(__c, __F, __A, __t):\n"
+                           + "\n".join(unpack + [body_text]) + "\n")
         ns = dict(self.ns)
         self.sources += sources
         for name, src in zip([u.fname for u in units], sources):
             exec(compile(src, f"<minigpu.fast {self.fn.__name__}.{name}>", "exec"), ns)
-            ns[name] = njit(error_model="numpy", inline="always")(ns[name])
-        spec = {}
-        for n, (shape, dt) in {**rw.shared, **rw.local}.items():
-            bits_dt, pois, rec = fastmem.poison_spec(dt)
-            ns[f"__DT_{n}"], ns[f"__UDT_{n}"], ns[f"__POIS_{n}"] = dt.type, bits_dt.type, pois
-            spec[n] = (shape, rec)
-        for n in carried:
-            ns[f"__DT_{n}"] = dtypes[n]
-        src = _driver_source(params, plan, units, common, rw, carried, spec, renames)
+            ns[name] = njit(error_model="numpy", forceinline=True)(ns[name])
+        src = _driver_source(params, plan, units, extra, rw, carried)
         self.sources.append(src)
         exec(compile(src, f"<minigpu.fast {self.fn.__name__}>", "exec"), ns)
-        return njit(error_model="numpy")(ns["__driver"])
+        return Compiled(njit(error_model="numpy")(ns["__driver"]),
+                        {n: rw.shared[n] for n in sorted(rw.shared)},
+                        {n: rw.local[n] for n in sorted(rw.local)},
+                        {n: dtypes[n] for n in carried})
 
     def _carried_types(self, func, params, body, rw, args, carried):
         """The NumPy scalar type of each variable that lives across a barrier (the kernel
@@ -606,22 +629,17 @@ def _indent(text, n=1):
     return "\n".join("    " * n + line for line in text.splitlines())
 
 
-def _driver_source(params, plan, units, common, rw, carried, spec, renames):
-    call_args = ", ".join(common + ["__t"])
-    lines = [f"def __driver({', '.join(params)}, __order, __dims, __F):",
-             "    __c = np.zeros(16, np.int64)",
-             f"    __c[{BDX}] = __dims[0]; __c[{BDY}] = __dims[1]; __c[{BDZ}] = __dims[2]",
-             f"    __c[{GDX}] = __dims[3]; __c[{GDY}] = __dims[4]; __c[{GDZ}] = __dims[5]",
-             "    __nt = __dims[0] * __dims[1] * __dims[2]",
-             f"    __c[{NTHREADS}] = __nt",
-             "    __alive = np.ones(__nt, np.bool_)"]
-    for n in carried:
-        lines.append(f"    __L_{n} = np.zeros(__nt, __DT_{n})")
-    for n in sorted(rw.local):
-        shape, rec = spec[n]
-        lines.append(f"    __d = np.empty((__nt,) + {shape!r}, __DT_{n})")
-        bits = f"__d.view(__UDT_{n})" if rec else f"np.zeros(__d.shape, np.uint8)"
-        lines.append(f"    __LS_{n} = __shadowed(__d, {bits}, __POIS_{n}, {rec}, {LOCAL})")
+def _driver_source(params, plan, units, extra, rw, carried):
+    """The driver: every array it touches is its caller's (:class:`Compiled`), borrowed."""
+    call_args = "__c, __F, __A, __t"
+    owned = params + ["__order", "__dims", "__F"] + extra + ["__c", "__alive"]
+    lines = [f"def __driver({', '.join(owned)}):"]
+    lines += [f"    {n} = __borrow({n})" for n in owned]
+    lines += ["    __A = (" + "".join(f"{n}, " for n in params + extra) + ")"]
+    lines += [f"    __c[{BDX}] = __dims[0]; __c[{BDY}] = __dims[1]; __c[{BDZ}] = __dims[2]",
+              f"    __c[{GDX}] = __dims[3]; __c[{GDY}] = __dims[4]; __c[{GDZ}] = __dims[5]",
+              "    __nt = __dims[0] * __dims[1] * __dims[2]",
+              f"    __c[{NTHREADS}] = __nt"]
     lines += ["    for __b in range(__order.shape[0]):",
               f"        __c[{BX}] = __order[__b, 0]; __c[{BY}] = __order[__b, 1]; "
               f"__c[{BZ}] = __order[__b, 2]",
@@ -629,11 +647,7 @@ def _driver_source(params, plan, units, common, rw, carried, spec, renames):
               f"__dims[4] * __order[__b, 2])",
               f"        __c[{EPOCH}] = 0",
               "        __alive[:] = True"]
-    for n in sorted(rw.shared):
-        shape, rec = spec[n]
-        lines.append(f"        __d = np.empty({shape!r}, __DT_{n})")
-        bits = f"__d.view(__UDT_{n})" if rec else f"np.zeros(__d.shape, np.uint8)"
-        lines.append(f"        __SH_{n} = __poisoned(__d, {bits}, __POIS_{n}, {rec}, {SHARED})")
+    lines += [f"        __reset(__SH_{n})" for n in sorted(rw.shared)]
     counter = iter(units)
     loop = itertools.count()
 
@@ -774,10 +788,8 @@ def try_launch(kernel, name, fake_args, grid_dim, block_dim, points):
         values.append(bufs[k])
     order = np.array(points, np.int64).reshape(len(points), 3)
     dims = np.array(list(block_dim) + list(grid_dim), np.int64)
-    flag = np.zeros(1, np.int64)
     try:
-        driver(*values, order, dims, flag)
-        reason = fastmem.SUSPECTS.get(int(flag[0]))
+        reason = fastmem.SUSPECTS.get(driver.run(values, order, dims))
     except NumbaError as exc:   # it compiles at its first call: it never will
         _COMPILED[key] = f"ineligible: compile failed ({type(exc).__name__}: " \
                          f"{str(exc).splitlines()[-1][:200]})"

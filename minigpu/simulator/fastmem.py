@@ -17,12 +17,21 @@ the reason to ``F[0]`` and go on with a harmless value; the launch is then run a
 saved arguments on the checked interpreter, which gives the verdict and the message
 (:func:`.fast.launch`). So the compiled path can only be slower than the checked one on a
 suspect kernel, never more lenient.
+
+Speed: every helper here is inlined into the kernel's machine code (``forceinline``: LLVM's
+``alwaysinline``; Numba's own IR inlining costs minutes of compile time for a matmul), and the
+driver works on *borrowed* arrays (:func:`borrow`: the same views without their reference
+count). A Buf holds 9 arrays; passed by value through calls that Numba counts, each access paid
+dozens of atomic reference-count updates: 1 microsecond an element, 100 times the cost of the
+check itself. Every array the driver touches is allocated by its Python caller, who keeps it
+alive for the launch, so a borrowed view never outlives its memory.
 """
 from collections import namedtuple
 
 import numpy as np
 from numba import njit, types
-from numba.extending import overload
+from numba.core import cgutils, ir, ir_utils
+from numba.extending import intrinsic, overload
 
 from .memory import poison_of
 
@@ -34,6 +43,7 @@ OUTSIDE, POISON, CONFLICT, DIVIDE, DIVERGENT, RUNAWAY = 1, 2, 3, 4, 5, 6
 MANY = -1           # more than one reader (``rt``), or readers of several blocks (``rb``)
 ATOMIC_MIXED = -(2 ** 62)  # ``wt`` of an element updated atomically by several blocks
 GLOBAL, SHARED, LOCAL = 0, 1, 2
+_INLINE = {"forceinline": True}
 
 # the thread context ``c`` every compiled function receives
 (TX, TY, TZ, BX, BY, BZ, BDX, BDY, BDZ, GDX, GDY, GDZ, THREAD, EPOCH, NTHREADS, BLOCK) = range(16)
@@ -65,14 +75,74 @@ def shadowed(data, bits, pois, recognisable, space):
 
 
 @njit(cache=False)
-def poisoned(data, bits, pois, recognisable, space):
-    """A :class:`Buf` of fresh memory (shared, or every thread's local arrays), poisoned."""
-    if recognisable:
-        bits.fill(pois[0])
-    return shadowed(data, bits, pois, recognisable, space)
+def reset(x):
+    """Fresh memory again in a Buf (a block's shared arrays, before the block runs)."""
+    if x.meta[0]:
+        x.bits.fill(x.pois[0])
+    x.wt.fill(0)
+    x.we.fill(0)
+    x.rt.fill(0)
+    x.re.fill(0)
+    x.rb.fill(0)
 
 
-@njit(cache=False)
+@intrinsic
+def borrowed(typingctx, arr):
+    """The array ``arr`` without its reference count (a null meminfo): copies and calls of it
+    cost no atomic update. Valid while the owner of the memory keeps it alive."""
+    if not isinstance(arr, types.Array):
+        return None
+
+    def codegen(context, builder, sig, args):
+        val = args[0]
+        for field in (0, 1):   # meminfo, parent
+            val = builder.insert_value(val, cgutils.get_null_value(val.type.elements[field]),
+                                       field)
+        return val
+    return arr(arr), codegen
+
+
+def borrow(x):
+    """The driver's argument borrowed (:func:`borrowed`): a Buf's arrays, an array, or a tuple
+    of them."""
+
+
+@overload(borrow, jit_options=_INLINE)
+def _borrow_ov(x):
+    if _is_buf(x):
+        return lambda x: Buf(borrowed(x.data), borrowed(x.bits), borrowed(x.pois),
+                             borrowed(x.wt), borrowed(x.we), borrowed(x.rt), borrowed(x.re),
+                             borrowed(x.rb), borrowed(x.meta))
+    if isinstance(x, types.Array):
+        return lambda x: borrowed(x)
+    if isinstance(x, types.BaseTuple):
+        items = "".join(f"borrow(x[{k}]), " for k in range(len(x)))
+        return _compile(f"def impl(x):\n    return ({items})\n", "impl",
+                        {"borrow": borrow})
+    return lambda x: x
+
+
+def _alias_of_argument(lhs, args, alias_map, arg_aliases):
+    arg_aliases.add(lhs)
+
+
+def _caller_owned(instr, args, typemap, func_ir, alias_map, arg_aliases):
+    """In the compiled path's code, every array (and tuple of arrays) is memory of the
+    driver's caller, whatever Numba's alias analysis follows of the borrowing."""
+    name = instr.target.name
+    if typemap and func_ir.loc.filename.startswith("<minigpu.fast") and \
+            isinstance(typemap.get(name), (types.Array, types.BaseTuple)):
+        arg_aliases.add(name)
+
+
+# What ``borrow`` returns is its argument's memory: Numba's dead-code elimination must not
+# drop the stores through it as stores to a fresh array nobody reads (its alias analysis
+# follows an attribute of a tuple only in block order, and the inliner reorders blocks).
+ir_utils.alias_func_extensions[("borrow", __name__)] = _alias_of_argument
+ir_utils.alias_analysis_extensions[ir.Assign] = _caller_owned
+
+
+@njit(cache=False, forceinline=True)
 def local_row(s, t, reset):
     """Thread ``t``'s local array in the block's storage ``s`` (poisoned again if ``reset``:
     the kernel allocates it there)."""
@@ -81,18 +151,10 @@ def local_row(s, t, reset):
     return Buf(s.data[t], s.bits[t], s.pois, s.wt[t], s.we[t], s.rt[t], s.re[t], s.rb[t], s.meta)
 
 
-def poison_spec(dtype):
-    """(bits dtype, poison bits as a 1-element array, recognisable) of fresh ``dtype`` memory."""
-    kind, udt, bits, _ = poison_of(dtype)
-    if kind:
-        return np.dtype(udt), np.array([bits], udt), 1
-    return np.dtype(np.uint8), np.zeros(1, np.uint8), 0
-
-
 # ----------------------------------------------------------------------------- shadows
 
 
-@njit(cache=False)
+@njit(cache=False, forceinline=True)
 def _conflicts(other, other_epoch, c):
     """Thread ``other`` (> 0) accessed the element at ``other_epoch``: unordered with ``c``'s?"""
     if other == c[THREAD]:
@@ -100,7 +162,7 @@ def _conflicts(other, other_epoch, c):
     return (other - 1) // c[NTHREADS] != c[BLOCK] or other_epoch == c[EPOCH]
 
 
-@njit(cache=False)
+@njit(cache=False, forceinline=True)
 def _readers_conflict(x, p, c):
     r = x.rt[p]
     if r == 0 or r == c[THREAD]:
@@ -110,13 +172,13 @@ def _readers_conflict(x, p, c):
     return _conflicts(r, x.re[p], c)
 
 
-@njit(cache=False)
+@njit(cache=False, forceinline=True)
 def _atomic_conflicts(w, epoch, c):
     """``w`` < 0: the element was updated atomically (by block -w-1, or by several)."""
     return w == ATOMIC_MIXED or -w - 1 != c[BLOCK] or epoch == c[EPOCH]
 
 
-@njit(cache=False)
+@njit(cache=False, forceinline=True)
 def observe_load(x, p, c, F):
     w = x.wt[p]
     if w > 0 and _conflicts(w, x.we[p], c) or w < 0 and _atomic_conflicts(w, x.we[p], c):
@@ -132,7 +194,7 @@ def observe_load(x, p, c, F):
     x.re[p] = c[EPOCH]
 
 
-@njit(cache=False)
+@njit(cache=False, forceinline=True)
 def observe_store(x, p, c, F):
     w = x.wt[p]
     if w > 0 and _conflicts(w, x.we[p], c) or w < 0 and _atomic_conflicts(w, x.we[p], c) \
@@ -142,7 +204,7 @@ def observe_store(x, p, c, F):
     x.we[p] = c[EPOCH]
 
 
-@njit(cache=False)
+@njit(cache=False, forceinline=True)
 def observe_atomic(x, p, c, F):
     w = x.wt[p]
     if w > 0 and _conflicts(w, x.we[p], c) or _readers_conflict(x, p, c):
@@ -199,7 +261,7 @@ def _index_code(nd, name):
     return "\n".join(lines) + f"\n    p = ({ks},)\n"
 
 
-@njit(cache=False)
+@njit(cache=False, forceinline=True)
 def _zero_of(a):
     return np.zeros(1, a.dtype)[0]
 
@@ -208,7 +270,7 @@ def _outside(a):
     """What a suspect access gives: 0 of the array's type."""
 
 
-@overload(_outside)
+@overload(_outside, jit_options=_INLINE)
 def _outside_ov(a):
     if isinstance(a, types.Array):
         return lambda a: _zero_of(a)
@@ -238,7 +300,7 @@ def _check_index(idx, nd):
                         f"not {idx}")
 
 
-@overload(load)
+@overload(load, jit_options=_INLINE)
 def _load_ov(x, idx, c, F):
     if _is_buf(x):
         nd = x[0].ndim
@@ -258,7 +320,7 @@ def _load_ov(x, idx, c, F):
         return lambda x, idx, c, F: x[idx[0]]
 
 
-@overload(store)
+@overload(store, jit_options=_INLINE)
 def _store_ov(x, idx, v, c, F):
     if _is_buf(x):
         nd = x[0].ndim
@@ -301,7 +363,7 @@ def _atomic_overload(update):
     def stub(x, idx, v, c, F):
         """``cuda.atomic.<op>(x, idx, v)``: the old value."""
 
-    @overload(stub)
+    @overload(stub, jit_options=_INLINE)
     def ov(x, idx, v, c, F):
         return _atomic_impl(x, idx, "x, idx, v, c, F",
                             f"    old = cur\n    x.data[p] = {update}\n    return old\n")
@@ -312,14 +374,14 @@ ATOMICS = {name: _atomic_overload(update) for name, update in _ATOMIC_UPDATES.it
 """``cuda.atomic.<name>`` -> its compiled stand-in."""
 
 
-@overload(atomic_cas)
+@overload(atomic_cas, jit_options=_INLINE)
 def _atomic_cas_ov(x, idx, old, v, c, F):
     return _atomic_impl(x, idx, "x, idx, old, v, c, F",
                         "    if cur == old:\n        x.data[p] = v\n    return cur\n")
 
 
 def _attr_overload(stub, attr):
-    @overload(stub)
+    @overload(stub, jit_options=_INLINE)
     def ov(x):
         if _is_buf(x):
             return _compile(f"def impl(x):\n    return x.data.{attr}\n", "impl")
@@ -332,7 +394,7 @@ _attr_overload(size_of, "size")
 _attr_overload(ndim_of, "ndim")
 
 
-@overload(len_of)
+@overload(len_of, jit_options=_INLINE)
 def _len_ov(x):
     if _is_buf(x):
         return lambda x: len(x.data)
@@ -343,7 +405,7 @@ def _divide_overload(expr):
     def stub(a, b, F):
         """``a op b``: an integer divisor of zero is suspect."""
 
-    @overload(stub)
+    @overload(stub, jit_options=_INLINE)
     def ov(a, b, F):
         if isinstance(b, (types.Integer, types.Boolean)) and \
                 isinstance(a, (types.Integer, types.Boolean)):

@@ -1,0 +1,164 @@
+"""How fast the simulator runs the engine: stock Numba simulator, minigpu's checked path, its
+compiled path (``MINIGPU_SIM_FAST=always``), and the NumPy backend (``device="cpu"``), same run.
+
+Each (path, work) pair runs in its own process (the stock simulator is chosen at import), with a
+wall-clock cap: a pair that does not finish within ``--cap`` seconds prints ``> cap``. The
+checked and stock paths skip matmul 512^3 outright (64 times the work of 128^3, which already
+takes them tens of seconds). Times: the first call (for the compiled path, this includes
+compiling the kernels) and the best of the next ``--repeat`` calls. A plain Python loop doing
+the same arithmetic is measured for the small works, as a reference that moves with the
+machine's load.
+
+    python benchmarks/simulator_speed.py [--cap 300] [--repeat 2] [--only matmul128 map1M ...]
+        [--paths stock checked fast numpy]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+WORKS = ["matmul128", "matmul512", "map1M", "sum1M", "lenet_step"]
+PATHS = ["stock", "checked", "fast", "numpy"]
+SLOW_SKIP = {("stock", "matmul512"), ("checked", "matmul512")}
+
+
+def _work(name, mg, device):
+    """A function running one piece of work on ``device`` (its result as NumPy)."""
+    import numpy as np
+    rng = np.random.default_rng(0)
+    if name.startswith("matmul"):
+        n = int(name[len("matmul"):])
+        a = mg.tensor(rng.standard_normal((n, n)).astype(np.float32), device=device)
+        b = mg.tensor(rng.standard_normal((n, n)).astype(np.float32), device=device)
+        return lambda: (a @ b).numpy()
+    if name in ("map1M", "sum1M"):
+        x = mg.tensor(rng.standard_normal(1 << 20).astype(np.float32), device=device)
+        if name == "map1M":
+            return lambda: ((x.relu() + 1) * 0.5).numpy()
+        return lambda: x.sum().numpy()
+    if name == "lenet_step":
+        nn = mg.nn
+        model = nn.Sequential(
+            nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+            nn.Linear(16 * 5 * 5, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(),
+            nn.Linear(84, 10)).to(device)
+        opt = mg.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        images = mg.tensor(rng.standard_normal((64, 1, 28, 28)).astype(np.float32),
+                           device=device)
+        labels = mg.tensor(rng.integers(0, 10, 64), device=device)
+
+        def step():
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(model(images), labels)
+            loss.backward()
+            opt.step()
+            return loss.detach().numpy()
+        return step
+    raise ValueError(name)
+
+
+def _python_loop(name):
+    """The same arithmetic as a plain Python loop (seconds), or None."""
+    import random
+    if name == "matmul128":
+        n = 128
+        a = [[random.random() for _ in range(n)] for _ in range(n)]
+        b = [[random.random() for _ in range(n)] for _ in range(n)]
+        start = time.perf_counter()
+        for i in range(n):
+            ai = a[i]
+            for j in range(n):
+                s = 0.0
+                for k in range(n):
+                    s += ai[k] * b[k][j]
+        return time.perf_counter() - start
+    if name in ("map1M", "sum1M"):
+        x = [random.random() - 0.5 for _ in range(1 << 20)]
+        start = time.perf_counter()
+        if name == "map1M":
+            [(v if v > 0 else 0.0) + 1 for v in x]
+        else:
+            s = 0.0
+            for v in x:
+                s += v
+        return time.perf_counter() - start
+    return None
+
+
+def child(path, name, repeat):
+    os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+    if path == "stock":
+        os.environ["MINIGPU_STOCK_SIMULATOR"] = "1"
+    os.environ["MINIGPU_SIM_FAST"] = "always" if path == "fast" else "0"
+    import minigpu as mg
+    run = _work(name, mg, "cpu" if path == "numpy" else "cuda")
+    start = time.perf_counter()
+    run()
+    first = time.perf_counter() - start
+    best = None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        run()
+        t = time.perf_counter() - start
+        best = t if best is None else min(best, t)
+    taken = {}
+    if path == "fast":
+        from minigpu.simulator import fast
+        for kernel, counts in fast.STATS.items():
+            for how, k in counts.items():
+                taken[f"{kernel.split('.')[0]}: {how}"] = k
+    print(json.dumps({"first": first, "best": best, "paths": taken}))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--cap", type=float, default=300.0, help="seconds per (path, work)")
+    p.add_argument("--repeat", type=int, default=2)
+    p.add_argument("--only", nargs="*", default=WORKS, choices=WORKS)
+    p.add_argument("--paths", nargs="*", default=PATHS, choices=PATHS)
+    p.add_argument("--child", nargs=2, metavar=("PATH", "WORK"), help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.child:
+        return child(*args.child, args.repeat)
+    print(f"cap {args.cap:.0f} s per (path, work); first call / best of {args.repeat} more, "
+          "seconds; 'x checked' = checked path's best / this path's best")
+    for name in args.only:
+        loop = _python_loop(name)
+        rows = {}
+        for path in args.paths:
+            if (path, name) in SLOW_SKIP:
+                rows[path] = "skipped (64x the 128^3 work)"
+                continue
+            try:
+                out = subprocess.run(
+                    [sys.executable, os.path.abspath(__file__), "--child", path, name,
+                     "--repeat", str(args.repeat)],
+                    capture_output=True, text=True, timeout=args.cap)
+            except subprocess.TimeoutExpired:
+                rows[path] = f"> {args.cap:.0f} s (cap)"
+                continue
+            if out.returncode:
+                rows[path] = "failed: " + (out.stderr.strip().splitlines() or ["?"])[-1]
+                continue
+            rows[path] = json.loads(out.stdout.strip().splitlines()[-1])
+        print(f"\n{name}" + (f"  (plain Python loop, same arithmetic: {loop:.3f} s)"
+                             if loop is not None else ""))
+        ref = rows.get("checked")
+        for path, r in rows.items():
+            if isinstance(r, str):
+                print(f"  {path:8s} {r}")
+                continue
+            ratio = ""
+            if isinstance(ref, dict) and r["best"] and path != "checked":
+                ratio = f"  {ref['best'] / r['best']:8.1f}x checked"
+            vs_loop = f"  {r['best'] / loop:8.2f}x the loop" if loop else ""
+            print(f"  {path:8s} first {r['first']:9.3f}  best {r['best']:9.3f}{ratio}{vs_loop}")
+            for how, k in sorted(r["paths"].items()):
+                print(f"           {k:3d} x {how}")
+
+
+if __name__ == "__main__":
+    main()
