@@ -24,7 +24,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _demo_utils as du  # noqa: E402
-from train_lstm import CharCorpus, chunks, cosine_lr, plot_curves  # noqa: E402
+from train_lstm import CharCorpus, charlm_epoch, plot_curves  # noqa: E402
 
 import minigpu as mg  # noqa: E402
 import minigpu.nn as nn  # noqa: E402
@@ -189,29 +189,12 @@ def main(argv=None):
     history = []
     with du.Timer() as timer:
         for epoch in range(1, args.epochs + 1):
-            total = 0.0
-            bar = du.progress(range(steps_per_epoch), desc=f"epoch {epoch}/{args.epochs}",
-                              unit="step")
-            for _ in bar:
-                lr = cosine_lr(optimizer, args.lr, step, total_steps)
-                starts = rng.integers(0, len(corpus.train) - context - 1, batch_size)
-                x, y = chunks(corpus.train, starts, context, device)
-                optimizer.zero_grad()
-                loss = sequence_loss(model, loss_fn, x, y)
-                loss.backward()
-                optimizer.step()
-                total += loss.item()
-                step += 1
-                if hasattr(bar, "set_postfix"):
-                    bar.set_postfix(loss=f"{loss.item():.3f}")
-            model.eval()
-            with mg.no_grad():
-                val_loss = float(np.mean([sequence_loss(model, loss_fn, x, y).item()
-                                          for x, y in val_sets]))
-            model.train()
-            history.append(dict(epoch=epoch, lr=lr, train_loss=total / steps_per_epoch,
-                                val_loss=val_loss))
-            print(f"epoch {epoch:3d}  train loss {total / steps_per_epoch:.3f}  val loss "
+            train_loss, val_loss, lr, step = charlm_epoch(
+                model, optimizer, loss_fn, sequence_loss, corpus.train, val_sets, rng,
+                batch_size, context, steps_per_epoch, args.lr, step, total_steps, device,
+                f"epoch {epoch}/{args.epochs}")
+            history.append(dict(epoch=epoch, lr=lr, train_loss=train_loss, val_loss=val_loss))
+            print(f"epoch {epoch:3d}  train loss {train_loss:.3f}  val loss "
                   f"{val_loss:.3f} nats/char  (unigram entropy {corpus.entropy:.3f})",
                   flush=True)
     samples = []

@@ -256,6 +256,33 @@ def generate(model, prompt, length, stoi, itos, temperature, rng, device):
     return text
 
 
+def charlm_epoch(model, optimizer, loss_fn, sequence_loss, codes, val_sets, rng, batch_size,
+                 seq_len, steps, base_lr, step, total_steps, device, desc):
+    """One epoch of next-character training on ``steps`` batches of random windows of
+    ``codes`` (cosine learning rate), then the mean validation loss; ``sequence_loss(model,
+    loss_fn, x, y)`` is the model's loss. Returns (train loss, val loss, lr, step)."""
+    total = 0.0
+    bar = du.progress(range(steps), desc=desc, unit="step")
+    for _ in bar:
+        lr = cosine_lr(optimizer, base_lr, step, total_steps)
+        starts = rng.integers(0, len(codes) - seq_len - 1, batch_size)
+        x, y = chunks(codes, starts, seq_len, device)
+        optimizer.zero_grad()
+        loss = sequence_loss(model, loss_fn, x, y)
+        loss.backward()
+        optimizer.step()
+        total += loss.item()
+        step += 1
+        if hasattr(bar, "set_postfix"):
+            bar.set_postfix(loss=f"{loss.item():.3f}")
+    model.eval()
+    with mg.no_grad():
+        val_loss = float(np.mean([sequence_loss(model, loss_fn, x, y).item()
+                                  for x, y in val_sets]))
+    model.train()
+    return total / steps, val_loss, lr, step
+
+
 def run_charlm(args):
     device = args.device
     corpus = CharCorpus()
@@ -280,29 +307,12 @@ def run_charlm(args):
     history, samples = [], []
     with du.Timer() as timer:
         for epoch in range(1, args.epochs + 1):
-            total = 0.0
-            bar = du.progress(range(steps_per_epoch), desc=f"epoch {epoch}/{args.epochs}",
-                              unit="step")
-            for _ in bar:
-                lr = cosine_lr(optimizer, args.lr, step, total_steps)
-                starts = rng.integers(0, len(train_codes) - seq_len - 1, batch_size)
-                x, y = chunks(train_codes, starts, seq_len, device)
-                optimizer.zero_grad()
-                loss = sequence_loss(model, loss_fn, x, y)
-                loss.backward()
-                optimizer.step()
-                total += loss.item()
-                step += 1
-                if hasattr(bar, "set_postfix"):
-                    bar.set_postfix(loss=f"{loss.item():.3f}")
-            model.eval()
-            with mg.no_grad():
-                val_loss = float(np.mean([sequence_loss(model, loss_fn, x, y).item()
-                                          for x, y in val_sets]))
-            model.train()
-            history.append(dict(epoch=epoch, lr=lr, train_loss=total / steps_per_epoch,
-                                val_loss=val_loss))
-            print(f"epoch {epoch:3d}  train loss {total / steps_per_epoch:.3f}  val loss "
+            train_loss, val_loss, lr, step = charlm_epoch(
+                model, optimizer, loss_fn, sequence_loss, train_codes, val_sets, rng,
+                batch_size, seq_len, steps_per_epoch, args.lr, step, total_steps, device,
+                f"epoch {epoch}/{args.epochs}")
+            history.append(dict(epoch=epoch, lr=lr, train_loss=train_loss, val_loss=val_loss))
+            print(f"epoch {epoch:3d}  train loss {train_loss:.3f}  val loss "
                   f"{val_loss:.3f} nats/char  (unigram entropy {entropy:.3f})", flush=True)
     for prompt in ("def ", "class "):
         sample = generate(model, prompt, sample_chars, stoi, itos, args.temperature, rng,
