@@ -468,8 +468,8 @@ def test_conv2d_errors():
         m(mg.zeros(3, 32))
     with pytest.raises(RuntimeError, match="Kernel size can't be greater than actual input"):
         m(mg.zeros(1, 3, 4, 4))
-    with pytest.raises(NotImplementedError, match="groups=1"):
-        nn.Conv2d(4, 4, 3, groups=2)
+    with pytest.raises(ValueError, match="divisible by groups"):
+        nn.Conv2d(4, 4, 3, groups=3)
     with pytest.raises(RuntimeError, match="conv2d expected input with 3 channels, got 2"):
         F.conv2d(mg.zeros(1, 2, 5, 5), mg.zeros(1, 3, 3, 3))
     with pytest.raises(ValueError, match="padding='same' is not supported for strided"):

@@ -13,8 +13,8 @@ def _one(value):
 
 
 class Conv1d(_ConvNd):
-    """1-D convolution over (N, C, L) (or unbatched (C, L)) input, groups=1; weight
-    (out_channels, in_channels, k)."""
+    """1-D convolution over (N, C, L) (or unbatched (C, L)) input; weight
+    (out_channels, in_channels / groups, k)."""
 
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
                  groups=1, bias=True, padding_mode="zeros", device=None, dtype=None):
@@ -23,7 +23,7 @@ class Conv1d(_ConvNd):
 
     def forward(self, input):
         return F.conv1d(input, self.weight, self.bias, self.stride, self.padding, self.dilation,
-                        name="Conv1d")
+                        self.groups, name="Conv1d")
 
 
 class ConvTranspose2d(_ConvNd):

@@ -91,9 +91,12 @@ class _ConvNd(Module):
                  output_padding=0):
         super().__init__()
         name = type(self).__name__
-        if groups != 1:
+        if groups != 1 and transposed:
             raise NotImplementedError(f"{name}: minigpu supports groups=1 only, got "
                                       f"groups={groups}")
+        if groups < 1 or in_channels % groups or out_channels % groups:
+            raise ValueError("in_channels and out_channels must be divisible by groups (and "
+                             f"groups positive), got {in_channels}, {out_channels} and {groups}")
         if padding_mode != "zeros":
             raise NotImplementedError(f"{name}: minigpu supports padding_mode='zeros' only, "
                                       f"got '{padding_mode}'")
@@ -105,7 +108,8 @@ class _ConvNd(Module):
         self.groups, self.padding_mode = groups, padding_mode
         self.output_padding = ntuple(output_padding)
         self.transposed = transposed
-        channels = (in_channels, out_channels) if transposed else (out_channels, in_channels)
+        channels = ((in_channels, out_channels) if transposed
+                    else (out_channels, in_channels // groups))
         self.weight = Parameter(creation.empty(*channels, *self.kernel_size, device=device,
                                                dtype=dtype))
         if bias:
@@ -132,15 +136,17 @@ class _ConvNd(Module):
             s += f", dilation={self.dilation}"
         if self.output_padding != (0,) * dims:
             s += f", output_padding={self.output_padding}"
+        if self.groups != 1:
+            s += f", groups={self.groups}"
         if self.bias is None:
             s += ", bias=False"
         return s
 
 
 class Conv2d(_ConvNd):
-    """2-D convolution over (N, C, H, W) (or unbatched (C, H, W)) input, groups=1.
+    """2-D convolution over (N, C, H, W) (or unbatched (C, H, W)) input.
 
-    weight (out_channels, in_channels, kH, kW), bias (out_channels,), initialised like
+    weight (out_channels, in_channels / groups, kH, kW) (``groups=in_channels``: depthwise), bias (out_channels,), initialised like
     PyTorch: kaiming_uniform_(a=sqrt(5)) and U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
     """
 
@@ -151,7 +157,7 @@ class Conv2d(_ConvNd):
 
     def forward(self, input):
         return F.conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation,
-                        name="Conv2d")
+                        self.groups, name="Conv2d")
 
 
 class MaxPool2d(Module):

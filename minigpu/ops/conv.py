@@ -26,7 +26,7 @@ from ..dtypes import autocast_cast
 from ..tensor import Tensor
 from .common import check_same_device
 from .registry import op
-from .shape import contiguous
+from .shape import cat, contiguous, narrow
 
 
 class Conv2d(Function):
@@ -82,9 +82,12 @@ class Conv2d(Function):
 @op(method=False, F=True, module="Conv2d")
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *,
            name="conv2d"):
-    """``torch.nn.functional.conv2d`` for groups=1: (N,C,H,W) or unbatched (C,H,W) input,
-    int or pair stride/padding/dilation, padding also ``'valid'`` or ``'same'``."""
+    """``torch.nn.functional.conv2d``: (N,C,H,W) or unbatched (C,H,W) input, int or pair
+    stride/padding/dilation, padding also ``'valid'`` or ``'same'``; ``groups`` > 1 (depthwise
+    when it equals the channels) as one convolution per group (:func:`_grouped`)."""
     input, weight, bias = autocast_cast("conv2d", input, weight, bias)
+    if groups != 1:
+        return _grouped(input, weight, bias, stride, padding, dilation, groups, name)
     x, unbatched = check_conv_args(name, input, weight, bias, groups, transposed=False)
     oc, c, kh, kw = weight.shape
     stride, dilation = pair(stride, "stride"), pair(dilation, "dilation")
@@ -105,6 +108,29 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
                            f"Kernel size can't be greater than actual input size")
     out = Conv2d.apply(x, weight, bias, stride, padding, dilation)
     return out.squeeze(0) if unbatched else out
+
+
+def _grouped(input, weight, bias, stride, padding, dilation, groups, name):
+    """A grouped convolution composed of ``groups`` plain ones: group g convolves input
+    channels [g*C/groups, (g+1)*C/groups) with filters [g*OC/groups, (g+1)*OC/groups) (weight
+    (OC, C/groups, kH, kW)), and the outputs are concatenated along the channels. Each group is
+    a view (no copy) until the concatenation."""
+    c, oc = (input.shape[-3] if input.ndim >= 3 else None), weight.shape[0]
+    if not isinstance(groups, int) or groups < 1:
+        raise RuntimeError(f"{name}: non-positive groups is not supported (got {groups})")
+    if oc % groups:
+        raise RuntimeError(f"{name}: Given groups={groups}, expected weight to be divisible by "
+                           f"{groups} at dimension 0, but got weight of size "
+                           f"{list(weight.shape)} instead")
+    if weight.ndim != 4 or c != weight.shape[1] * groups:
+        raise RuntimeError(f"Given groups={groups}, weight of size {list(weight.shape)}, "
+                           f"expected input{list(input.shape)} to have "
+                           f"{weight.shape[1] * groups} channels, but got {c} channels instead")
+    cg, og = c // groups, oc // groups
+    return cat([conv2d(narrow(input, -3, g * cg, cg), narrow(weight, 0, g * og, og),
+                       None if bias is None else narrow(bias, 0, g * og, og),
+                       stride, padding, dilation, 1, name=name)
+                for g in range(groups)], -3)
 
 
 def check_conv_args(name, input, weight, bias, groups, transposed):
@@ -154,8 +180,8 @@ def _string_padding(padding, kernel, stride, dilation, name):
 @op(method=False, F=True, module="Conv1d")
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *,
            name="conv1d"):
-    """``torch.nn.functional.conv1d`` for groups=1: (N, C, L) or unbatched (C, L) input,
-    weight (OC, C, k). A height-1 conv2d: (N, C, 1, L) with a (OC, C, 1, k) weight, both
+    """``torch.nn.functional.conv1d``: (N, C, L) or unbatched (C, L) input, weight
+    (OC, C/groups, k). A height-1 conv2d: (N, C, 1, L) with a (OC, C, 1, k) weight, both
     views (no copy), on the same im2col + GEMM path."""
     if weight.ndim != 3:
         raise RuntimeError(f"{name} expected a 3-D weight (out_channels, in_channels, kW), got "
@@ -163,8 +189,8 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
     if input.ndim not in (2, 3):
         raise RuntimeError(f"{name} expected 2D (unbatched) or 3D (batched) input, got input "
                            f"of shape {tuple(input.shape)}")
-    if input.shape[-2] != weight.shape[1]:
-        raise RuntimeError(f"{name} expected input with {weight.shape[1]} channels, got "
+    if input.shape[-2] != weight.shape[1] * groups:
+        raise RuntimeError(f"{name} expected input with {weight.shape[1] * groups} channels, got "
                            f"{input.shape[-2]} (input shape {tuple(input.shape)}, weight shape "
                            f"{tuple(weight.shape)})")
     stride, dilation = (1, *_single(stride, "stride")), (1, *_single(dilation, "dilation"))

@@ -1,0 +1,61 @@
+"""Grouped and depthwise convolutions (``groups`` > 1) against torch on copied weights, on both
+devices, with float64 gradcheck."""
+import numpy as np
+import pytest
+
+import minigpu as mg
+from minigpu.autograd import gradcheck
+
+torch = pytest.importorskip("torch")
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+@pytest.mark.parametrize("case", [
+    dict(c=4, oc=6, groups=2, k=3, padding=1, stride=1),
+    dict(c=3, oc=3, groups=3, k=3, padding="same", stride=1),   # depthwise
+    dict(c=4, oc=8, groups=4, k=2, padding=0, stride=2),        # depthwise multiplier 2
+])
+def test_grouped_conv2d_matches_torch(device, case):
+    c, oc, groups, k = case["c"], case["oc"], case["groups"], case["k"]
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, c, 5, 5)).astype(np.float32)
+    w = rng.standard_normal((oc, c // groups, k, k)).astype(np.float32)
+    b = rng.standard_normal(oc).astype(np.float32)
+    kw = dict(stride=case["stride"], padding=case["padding"], groups=groups)
+    want = torch.nn.functional.conv2d(torch.tensor(x), torch.tensor(w), torch.tensor(b), **kw)
+    got = mg.nn.functional.conv2d(mg.tensor(x, device=device), mg.tensor(w, device=device),
+                                  mg.tensor(b, device=device), **kw)
+    np.testing.assert_allclose(got.cpu().numpy(), want.numpy(), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_grouped_conv_layers_load_torch_weights_and_match(device):
+    for make in (lambda L: L.nn.Conv2d(4, 6, 3, padding=1, groups=2),
+                 lambda L: L.nn.Conv1d(6, 6, 3, groups=6, bias=False)):
+        ref = make(torch)
+        mine = make(mg)
+        mine.load_state_dict({k: mg.tensor(v.detach().numpy()) for k, v in
+                              ref.state_dict().items()})
+        mine = mine.to(device)
+        assert repr(mine) == repr(ref).replace("torch.", "")
+        x = np.random.default_rng(1).standard_normal(
+            (2, ref.in_channels, 6, 6) if isinstance(ref, torch.nn.Conv2d)
+            else (2, ref.in_channels, 7)).astype(np.float32)
+        np.testing.assert_allclose(mine(mg.tensor(x, device=device)).detach().cpu().numpy(),
+                                   ref(torch.tensor(x)).detach().numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_grouped_conv_gradcheck():
+    rng = np.random.default_rng(2)
+    x = mg.tensor(rng.standard_normal((1, 4, 4, 4)), requires_grad=True)
+    w = mg.tensor(rng.standard_normal((4, 2, 2, 2)), requires_grad=True)
+    b = mg.tensor(rng.standard_normal(4), requires_grad=True)
+    assert gradcheck(lambda x, w, b: mg.nn.functional.conv2d(x, w, b, groups=2), (x, w, b))
+
+
+def test_bad_groups_raise_torchs_errors():
+    x, w = mg.zeros(1, 4, 5, 5), mg.zeros(6, 2, 3, 3)
+    with pytest.raises(RuntimeError, match=r"expected input\[1, 4, 5, 5\] to have 6 channels"):
+        mg.nn.functional.conv2d(x, w, groups=3)
+    with pytest.raises(ValueError, match="divisible by groups"):
+        mg.nn.Conv2d(4, 6, 3, groups=4)
