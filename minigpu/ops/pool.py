@@ -22,7 +22,7 @@ from ..backends.contract import conv_out_size, pair
 from ..tensor import Tensor
 from .linalg import matmul
 from .registry import op
-from .shape import contiguous
+from .shape import cat, contiguous
 
 
 class MaxPool2d(Function):
@@ -65,7 +65,7 @@ def _pool_args(name, input, kernel_size, stride, padding, dilation=1, ceil_mode=
                            f"input of shape {tuple(input.shape)}")
     if input.dtype.kind != "f":
         raise RuntimeError(f"{name}: expected a floating point input, got {input.dtype}")
-    if ceil_mode:
+    if ceil_mode and name != "max_pool2d":
         raise NotImplementedError(f"{name}: minigpu supports ceil_mode=False only")
     if pair(dilation, "dilation") != (1, 1):
         raise NotImplementedError(f"{name}: minigpu supports dilation=1 only")
@@ -92,14 +92,46 @@ def _batched(input):
     return (input.unsqueeze(0), True) if input.ndim == 3 else (input, False)
 
 
+def _ceil_extra(size, k, s, p):
+    """How many cells to append after ``size`` so that floor-mode pooling gives ceil_mode's
+    output: PyTorch rounds the window count up, but drops a last window that would start in
+    the right padding."""
+    out = -(-(size + 2 * p - k) // s) + 1
+    if (out - 1) * s >= size + p:
+        out -= 1
+    return max((out - 1) * s + k - (size + 2 * p), 0)
+
+
+def _append_neg_inf(x, rows, cols):
+    """x (N, C, H, W) with ``rows`` rows and ``cols`` columns of -inf after its last ones: cells
+    no window's maximum can come from."""
+    n, c, h, w = x.shape
+    if cols:
+        x = cat([x, Tensor._full((n, c, h, cols), -math.inf, x.dtype, x.device)], 3)
+    if rows:
+        x = cat([x, Tensor._full((n, c, rows, w + cols), -math.inf, x.dtype, x.device)], 2)
+    return x
+
+
 @op(method=False, F=True, module="MaxPool2d")
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                return_indices=False):
-    """``torch.nn.functional.max_pool2d`` (ceil_mode=False, dilation=1)."""
+    """``torch.nn.functional.max_pool2d`` (dilation=1). ``ceil_mode=True``: the partial windows
+    at the right and bottom edges count too (the input is extended with -inf cells)."""
     kernel, stride, padding = _pool_args("max_pool2d", input, kernel_size, stride, padding,
                                          dilation, ceil_mode)
     x, unbatched = _batched(input)
-    out, indices = MaxPool2d.apply(x, kernel, stride, padding)
+    rows = cols = 0
+    if ceil_mode:
+        h, w = x.shape[2:]
+        rows = _ceil_extra(h, kernel[0], stride[0], padding[0])
+        cols = _ceil_extra(w, kernel[1], stride[1], padding[1])
+    if rows or cols:
+        out, indices = MaxPool2d.apply(_append_neg_inf(x, rows, cols), kernel, stride, padding)
+        width = x.shape[3]
+        indices = indices // (width + cols) * width + indices % (width + cols)  # unextended
+    else:
+        out, indices = MaxPool2d.apply(x, kernel, stride, padding)
     if unbatched:
         out, indices = out.squeeze(0), indices.squeeze(0)
     return (out, indices) if return_indices else out

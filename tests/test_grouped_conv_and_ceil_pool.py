@@ -1,5 +1,6 @@
-"""Grouped and depthwise convolutions (``groups`` > 1) against torch on copied weights, on both
-devices, with float64 gradcheck."""
+"""Grouped and depthwise convolutions (``groups`` > 1) and ``MaxPool2d(ceil_mode=True)``, two
+gaps the PyTorch-program corpus found: against torch on copied weights, on both devices, with
+float64 gradcheck."""
 import numpy as np
 import pytest
 
@@ -59,3 +60,26 @@ def test_bad_groups_raise_torchs_errors():
         mg.nn.functional.conv2d(x, w, groups=3)
     with pytest.raises(ValueError, match="divisible by groups"):
         mg.nn.Conv2d(4, 6, 3, groups=4)
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+@pytest.mark.parametrize("h, w, k, s, p", [(5, 5, 2, 2, 0), (7, 6, 3, 2, 1), (4, 9, 3, 3, 0),
+                                           (5, 5, 2, 1, 0), (6, 6, 3, 2, 1)])
+def test_max_pool_ceil_mode_matches_torch(device, h, w, k, s, p):
+    """ceil_mode=True: the partial windows at the edges; values, indices and gradients as
+    torch's."""
+    rng = np.random.default_rng(h * 100 + w)
+    x = rng.standard_normal((2, 3, h, w)).astype(np.float32)
+    ref = torch.tensor(x, requires_grad=True)
+    want, want_idx = torch.nn.functional.max_pool2d(ref, k, s, p, ceil_mode=True,
+                                                    return_indices=True)
+    (want * want).sum().backward()
+    mine = mg.tensor(x, device=device, requires_grad=True)
+    got, idx = mg.nn.functional.max_pool2d(mine, k, s, p, ceil_mode=True, return_indices=True)
+    (got * got).sum().backward()
+    assert got.shape == tuple(want.shape)
+    np.testing.assert_array_equal(got.detach().cpu().numpy(), want.detach().numpy())
+    np.testing.assert_array_equal(idx.cpu().numpy(), want_idx.numpy())
+    np.testing.assert_allclose(mine.grad.cpu().numpy(), ref.grad.numpy(), rtol=1e-6)
+    layer = mg.nn.MaxPool2d(k, s, p, ceil_mode=True)
+    assert layer(mg.tensor(x)).shape == tuple(want.shape)
