@@ -28,30 +28,14 @@ class _GradMode(threading.local):
 _grad_mode = _GradMode()
 
 
-class _VariableCall(type):
-    """Calling ``Variable`` itself is PyTorch's pre-0.4 wrapper (``torch.autograd.Variable``,
-    kept for old programs): since Variables and Tensors merged it gives back the tensor itself,
-    with ``requires_grad`` set when asked; ``volatile`` (long deprecated) has no effect.
-    Calling a subclass (``Tensor(...)``) constructs as usual."""
-
-    def __call__(cls, *args, **kwargs):
-        if cls is not Variable:
-            return super().__call__(*args, **kwargs)
-        return _legacy_variable(*args, **kwargs)
-
-
-def _legacy_variable(data, requires_grad=False, volatile=False):
-    return data.requires_grad_() if requires_grad else data
-
-
-class Variable(metaclass=_VariableCall):
+class TensorBase:
     """The base of ``minigpu.Tensor`` (``tensor.py``, a floor above): what ``Function.apply``
     and the backward engine check their arguments against. The engine builds the tensors it
     needs (seed and zero gradients, dense copies) through the static constructors of a tensor
-    it holds (``t._full``, ``t._dense``, ``t._from_array``), so it never imports the class.
-    ``Variable(t, requires_grad=True)`` is PyTorch's old wrapper (see ``_VariableCall``)."""
+    it holds (``t._full``, ``t._dense``, ``t._from_array``), so it never imports the class."""
 
     __slots__ = ()
+
 
 observers = []
 """Hooks for tools such as ``minigpu.profiler``. Each observer is called as
@@ -193,7 +177,7 @@ class Function:
         ctx = cls()
         recording = _grad_mode.enabled
         if recording:
-            needs = tuple([isinstance(a, Variable) and a.requires_grad for a in args])
+            needs = tuple([isinstance(a, TensorBase) and a.requires_grad for a in args])
             _grad_mode.enabled = False  # forward runs with recording off
         else:  # as in PyTorch, nothing needs a gradient while recording is off
             needs = (False,) * len(args)
@@ -221,10 +205,10 @@ class Function:
         results = (outputs,) if single else outputs
         ctx.num_outputs = len(results)
         if ctx.materialize_grads:
-            ctx.output_meta = [(o.shape, o.dtype, o.device) if isinstance(o, Variable) else None
+            ctx.output_meta = [(o.shape, o.dtype, o.device) if isinstance(o, TensorBase) else None
                                for o in results]
         for index, out in enumerate(results):
-            if not isinstance(out, Variable) or id(out) in ctx.non_differentiable:
+            if not isinstance(out, TensorBase) or id(out) in ctx.non_differentiable:
                 continue
             for a in args:
                 if out is a and id(out) not in ctx._dirty:
@@ -374,7 +358,7 @@ def _initial_gradient(tensor, gradient):
         if tensor.numel() != 1:
             raise RuntimeError("grad can be implicitly created only for scalar outputs")
         gradient = tensor._full(tensor.shape, 1.0, tensor.dtype, tensor.device)
-    elif not isinstance(gradient, Variable):
+    elif not isinstance(gradient, TensorBase):
         gradient = tensor._from_array(np.asarray(gradient, dtype=tensor.dtype), tensor.device)
     if tuple(gradient.shape) != tuple(tensor.shape):
         raise RuntimeError(f"Mismatch in shape: grad_output[0] has a shape of "
@@ -452,10 +436,10 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     if is_grads_batched:
         raise NotImplementedError("autograd.grad(is_grads_batched=True) is not supported by "
                                   "minigpu")
-    outputs = [outputs] if isinstance(outputs, Variable) else list(outputs)
-    single = isinstance(inputs, Variable)
+    outputs = [outputs] if isinstance(outputs, TensorBase) else list(outputs)
+    single = isinstance(inputs, TensorBase)
     inputs = [inputs] if single else list(inputs)
-    if grad_outputs is None or isinstance(grad_outputs, Variable):
+    if grad_outputs is None or isinstance(grad_outputs, TensorBase):
         grad_outputs = [grad_outputs] * len(outputs)
     retain_graph = create_graph if retain_graph is None else retain_graph
     for t in inputs:
@@ -536,9 +520,9 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0):
     naming the input and the element that disagree.
     """
     rng = np.random.default_rng(seed)
-    hosts = [t.detach().cpu().numpy().astype(np.float64) if isinstance(t, Variable) else t
+    hosts = [t.detach().cpu().numpy().astype(np.float64) if isinstance(t, TensorBase) else t
              for t in inputs]
-    wants = [isinstance(t, Variable) and t.requires_grad for t in inputs]
+    wants = [isinstance(t, TensorBase) and t.requires_grad for t in inputs]
     if True not in wants:
         raise AssertionError("gradcheck: no output requires grad")
     like = inputs[wants.index(True)]  # builds the float64 cpu inputs (Tensor._from_array)
@@ -609,3 +593,9 @@ function = _types.ModuleType(__name__ + ".function", "torch.autograd.function's 
 function.Function, function.once_differentiable = Function, once_differentiable
 _sys.modules[function.__name__] = function
 
+
+def Variable(data, requires_grad=False, volatile=False):
+    """PyTorch's pre-0.4 wrapper (``torch.autograd.Variable``), kept for old programs: since
+    Variables and Tensors merged it gives back the tensor itself, with ``requires_grad`` set
+    when asked; ``volatile`` (long deprecated) has no effect."""
+    return data.requires_grad_() if requires_grad else data

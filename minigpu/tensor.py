@@ -115,7 +115,7 @@ def normalize_dim(dim, ndim):
 _check_dtype = dtypes.to_dtype
 
 
-class Tensor(autograd.Variable):
+class Tensor(autograd.TensorBase):
     """An n-dimensional array on ``cpu`` or ``cuda`` that can record gradients."""
 
     __array_priority__ = 1000  # numpy scalars defer to Tensor operators
@@ -167,6 +167,16 @@ class Tensor(autograd.Variable):
         t.dtype = buf.dtype  # backends' buffers carry a NumPy dtype
         t._version_counter = [0]  # shared with every view of the same buffer
         return t
+
+    @staticmethod
+    def _sharing(array):
+        """A cpu tensor on ``array``'s memory (no copy): its strides, non-negative and in whole
+        elements, become the tensor's (``from_numpy``, ``from_dlpack``)."""
+        item = array.itemsize
+        strides = tuple(s // item for s in array.strides)
+        span = 1 + sum((n - 1) * s for n, s in zip(array.shape, strides)) if array.size else 0
+        buf = np.lib.stride_tricks.as_strided(array, shape=(span,), strides=(item,))
+        return Tensor(buf, array.shape, strides, 0, "cpu")
 
     @staticmethod
     def _from_array(array, device, dtype=None, requires_grad=False):
