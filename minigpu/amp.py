@@ -147,9 +147,9 @@ class GradScaler:
 
 class autocast:
     """``with mg.autocast("cuda"):`` runs the ops of ``dtypes.AUTOCAST_LOWER`` (matmul, linear,
-    convolutions, attention) in float16 and those of ``dtypes.AUTOCAST_FLOAT32`` (reductions,
-    softmax, norms, losses, overflow-prone math) in float32, as ``torch.autocast``; other ops
-    run in their inputs' promoted dtype. Also a decorator. Regions nest, per thread."""
+    convolutions) in float16 and those of ``dtypes.AUTOCAST_FLOAT32`` (sums, softmax, layer
+    norm, losses) in float32, as ``torch.autocast``; other ops run in their inputs' promoted
+    dtype. Also a decorator. Regions nest, per thread."""
 
     def __init__(self, device_type, dtype=None, enabled=True, cache_enabled=None):
         if device_type not in ("cpu", "cuda"):
