@@ -74,17 +74,13 @@ def from_numpy(array):
                          "tensors with negative strides are not currently supported. (You can "
                          "probably work around this by making a copy of your array with "
                          "array.copy().)")
-    item = array.itemsize
-    if not array.flags.writeable or any(s % item for s in array.strides):
+    if not array.flags.writeable or any(s % array.itemsize for s in array.strides):
         if not array.flags.writeable:
             warnings.warn("The given NumPy array is not writable, and minigpu does not support "
                           "non-writable tensors: the tensor is a copy of it.", UserWarning,
                           stacklevel=2)
         return Tensor._from_array(array, "cpu")
-    strides = tuple(s // item for s in array.strides)
-    span = 1 + sum((n - 1) * s for n, s in zip(array.shape, strides)) if array.size else 0
-    buf = np.lib.stride_tricks.as_strided(array, shape=(span,), strides=(item,))
-    return Tensor(buf, array.shape, strides, 0, "cpu")
+    return Tensor._sharing(array)
 
 
 def full(size, fill_value, dtype=None, device=None, requires_grad=False):
