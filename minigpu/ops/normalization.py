@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from ..autograd import Function, no_grad
 from ..backends.contract import View
+from ..dtypes import float16
 from ..random import default_generator
 from ..tensor import Tensor
 from . import elementwise as ew
@@ -127,7 +128,12 @@ class BatchNormTrain(Function):
 @op(method=False, F=True, module="BatchNorm2d")
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
                momentum=0.1, eps=1e-5):
-    """``torch.nn.functional.batch_norm`` for (N, C), (N, C, L) or (N, C, H, W) input."""
+    """``torch.nn.functional.batch_norm`` for (N, C), (N, C, L) or (N, C, H, W) input. A
+    float16 input is normalised in float32 (statistics included) and rounded to half once, as
+    cuDNN does for the float16 activations of an autocast region."""
+    if input.dtype == float16:
+        return batch_norm(input.float(), running_mean, running_var, weight, bias, training,
+                          momentum, eps).half()
     if input.ndim < 2:
         raise ValueError(f"batch_norm: expected at least 2D input (N, C, ...), got input of "
                          f"shape {tuple(input.shape)}")
