@@ -248,3 +248,37 @@ def test_every_primitive_keeps_torchs_dtype_on_both_devices(dtype):
         mine = _primitives(mg, mg.tensor(a, device=device), device)
         for name in theirs:
             assert_same(mine[name], theirs[name]), name
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_batch_norm_of_float16_normalises_in_float32(device):
+    """A float16 activation (an autocast region's conv output) through BatchNorm: statistics,
+    output and gradients as float32's, rounded to half once; running stats stay float32."""
+    x = np.random.default_rng(3).standard_normal((8, 3, 4, 4)).astype(np.float16) * 30 + 200
+    outs = {}
+    for dtype in (mg.float16, mg.float32):
+        bn = mg.nn.BatchNorm2d(3).to(device)
+        xt = mg.tensor(x, device=device).to(dtype).requires_grad_()
+        y = bn(xt)
+        (y.float() * mg.arange(y.numel(), device=device).reshape(y.shape)).sum().backward()
+        outs[dtype] = (y, xt.grad, bn.running_var, bn.weight.grad)
+    half, single = outs[mg.float16], outs[mg.float32]
+    assert half[0].dtype == half[1].dtype == mg.float16
+    assert half[2].dtype == half[3].dtype == mg.float32
+    for h, s in zip(half, single):
+        np.testing.assert_allclose(h.detach().cpu().numpy().astype(np.float32),
+                                   s.detach().cpu().numpy(), rtol=2e-3, atol=2e-2)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_float16_random_draws_are_the_float32_ones_rounded(device):
+    """2**24 does not fit in a half: the fills draw in float32 and round, so dropout on a
+    float16 activation (an autocast region) keeps about 1 - p of it."""
+    mg.manual_seed(7)
+    single = mg.rand(4000, device=device)
+    mg.manual_seed(7)
+    half = mg.rand(4000, device=device, dtype=mg.float16)
+    assert half.dtype == mg.float16
+    np.testing.assert_array_equal(half.cpu().numpy(), single.cpu().numpy().astype(np.float16))
+    kept = (mg.nn.functional.dropout(mg.ones(4000, device=device).half(), 0.5) != 0).float()
+    assert 0.45 < kept.mean().item() < 0.55

@@ -23,9 +23,11 @@ def random_bits(n, seed, offset, stream):
 
 
 def random_uniform(n, seed, offset, dtype):
-    """[0, 1) from the top 24 bits: exactly representable in float32."""
+    """[0, 1) from the top 24 bits: exactly representable in float32 (float16 draws are the
+    float32 ones rounded: 2**24 does not fit in a half)."""
     top24 = random_bits(n, seed, offset, 0) >> np.uint32(8)
-    return top24.astype(dtype) * np.dtype(dtype).type(2.0 ** -24)
+    arith = np.dtype(np.float32) if np.dtype(dtype) == np.float16 else np.dtype(dtype)
+    return (top24.astype(arith) * arith.type(2.0 ** -24)).astype(dtype, copy=False)
 
 
 def random_normal(n, seed, offset, dtype):

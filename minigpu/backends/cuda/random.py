@@ -60,11 +60,18 @@ def _counter0(offset) -> np.uint32:
     return np.uint32(int(offset) & 0xFFFFFFFF)
 
 
+def _arithmetic(dtype):
+    """The dtype a fill computes in: float32 for float16 outputs (2**24 does not fit in a half,
+    and half math needs intrinsics), rounded by the store; else the output dtype."""
+    return np.dtype(np.float32) if np.dtype(dtype) == np.float16 else np.dtype(dtype)
+
+
 @reported(lambda k, x: [KernelSpec("uniform", k(x.f32), (x.f, x.u32, x.u32), x.block)])
 @functools.lru_cache(maxsize=None)
 def uniform_kernel(dtype):
-    real = numba.from_dtype(dtype)
-    scale = dtype.type(2.0 ** -24)
+    arith = _arithmetic(dtype)
+    real = numba.from_dtype(arith)
+    scale = arith.type(2.0 ** -24)
 
     @cuda.jit
     def uniform_kernel(out, key, counter0):
@@ -89,9 +96,10 @@ def uniform_kernel(dtype):
                "(argument < 2 pi); see random.py")])
 @functools.lru_cache(maxsize=None)
 def normal_kernel(dtype):
-    real = numba.from_dtype(dtype)
-    scale, one = dtype.type(2.0 ** -24), dtype.type(1)
-    minus_two, two_pi = dtype.type(-2), dtype.type(2 * np.pi)
+    arith = _arithmetic(dtype)
+    real = numba.from_dtype(arith)
+    scale, one = arith.type(2.0 ** -24), arith.type(1)
+    minus_two, two_pi = arith.type(-2), arith.type(2 * np.pi)
 
     @cuda.jit
     def normal_kernel(out, key1, key2, counter0):
