@@ -6,8 +6,11 @@ taking the fused path on cuda.
 
 Shapes are ragged (sequence lengths that are no multiple of the tiles), head dims 16 to 128,
 causal or not, with no mask, a broadcast (L, S) additive mask or a per-batch one with -inf
-entries (whole rows included). Tolerances: float32 rtol 1e-4, atol 1e-5 (sums in another
-order; the reference is computed in float64); float64 rtol 1e-10, atol 1e-12.
+entries (whole rows included). Tolerances: float32 rtol 1e-4 and atol 2e-5 per 16 of the head
+dim (sums in another order; the reference is computed in float64); float64 rtol 1e-10, atol
+1e-12. The float32 atol grows with the head dim because dS = P * (dP - D) is the difference of
+two length-Ev dot products: where the exact answer is 0 (a row with one live key) the kernel
+keeps their rounding, about Ev float32 ulps of terms of size |dO| |V|.
 """
 import importlib
 import math
@@ -29,8 +32,11 @@ cuda = backends.get("cuda")
 A = importlib.import_module("minigpu.backends.cuda.attention")
 
 
-def tol(dtype):
-    return dict(rtol=1e-4, atol=1e-5) if dtype == np.float32 else dict(rtol=1e-10, atol=1e-12)
+def tol(problem):
+    q, _, v, _ = problem["arrays"]
+    if q.dtype == np.float64:
+        return dict(rtol=1e-10, atol=1e-12)
+    return dict(rtol=1e-4, atol=2e-5 * max(q.shape[2], v.shape[2]) / 16)
 
 
 @st.composite
@@ -79,13 +85,25 @@ def run(backend, problem, forward="attention", **launch):
 
 def assert_match(problem, got, want):
     for name, a, b in zip(("out", "lse", "dq", "dk", "dv"), got, want):
-        np.testing.assert_allclose(a, b, err_msg=name, **tol(problem["arrays"][0].dtype))
+        np.testing.assert_allclose(a, b, err_msg=name, **tol(problem))
 
 
 @given(problems(), st.sampled_from([dict(fwd=(4, 8), bwd=(4, 4), TD=4),
                                     dict(fwd=(2, 4), bwd=(4, 2), TD=8)]))
 def test_flash_forward_and_backward_match_reference(problem, tiles):
     assert_match(problem, run(cuda, problem, tiles=tiles), run(cpu, problem))
+
+
+def test_one_key_gives_zero_dq_up_to_rounding():
+    """With one key the softmax is constant, so dq is exactly 0: the float32 kernel's dq is
+    the rounding of dP - D alone, within the head-dim-scaled atol (E = Ev = 128, scale 0.7)."""
+    rng = np.random.default_rng(4)
+    problem = dict(arrays=[rng.standard_normal(s).astype(np.float32)
+                           for s in ((2, 5, 128), (2, 1, 128), (2, 1, 128), (2, 5, 128))],
+                   mask=None, causal=False, scale=0.7)
+    got, want = run(cuda, problem, tiles=dict(fwd=(4, 8), bwd=(4, 4), TD=4)), run(cpu, problem)
+    assert not want[2].any()
+    assert_match(problem, got, want)
 
 
 @given(problems(max_len=6))
