@@ -5,7 +5,8 @@ from . import amp  # noqa: F401  (torch.cuda.amp.GradScaler, the older spelling)
 from .simulator.errors import (LaunchConfigError, OutOfBoundsError, RaceError,  # noqa: F401
                                SimulatorError, SyncError, UninitializedReadError)
 
-from . import backends
+from . import backends, simulator
+from .simulator import counters as _counters, trace as _trace
 
 
 def _device():
@@ -42,13 +43,11 @@ def counters():
     requests and sectors, shared requests and wavefronts, barriers, atomics, warp efficiency,
     bytes moved, sector efficiency, an H200 time estimate); ``print(launches)`` is a table.
     Needs the simulator (``NUMBA_ENABLE_CUDASIM=1``): see ``minigpu/simulator/counters.py``."""
-    from . import simulator
     if not simulator.is_installed():
         raise RuntimeError("minigpu.cuda.counters() counts on the CUDA simulator: set "
                            "NUMBA_ENABLE_CUDASIM=1 before importing minigpu (on a GPU, use "
                            "Nsight Compute)")
-    from .simulator.counters import counters as _counters
-    return _counters()
+    return _counters.counters()
 
 
 def trace(block=0, warp=None):
@@ -58,12 +57,10 @@ def trace(block=0, warp=None):
     warp-level requests by ``tr.requests()`` (their sectors, banks and active-lane masks).
     ``minigpu.lessons.draw`` draws them. Needs the simulator: see
     ``minigpu/simulator/trace.py``."""
-    from . import simulator
     if not simulator.is_installed():
         raise RuntimeError("minigpu.cuda.trace() records on the CUDA simulator: set "
                            "NUMBA_ENABLE_CUDASIM=1 before importing minigpu")
-    from .simulator.trace import trace as _trace
-    return _trace(block, warp)
+    return _trace.trace(block, warp)
 
 
 def synchronize():

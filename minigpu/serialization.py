@@ -39,6 +39,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from . import cuda
 from .nn.module import Module, Parameter
 from .tensor import Device, Tensor
 
@@ -301,7 +302,6 @@ def _placer(map_location):
 
 def _restore(array, saved):
     if saved == "cuda":
-        from . import cuda
         if not cuda.is_available():
             raise RuntimeError("Attempting to deserialize object on a CUDA device but "
                                "minigpu.cuda.is_available() is False. If you are running on a "

@@ -17,39 +17,20 @@ ALLOWED_UPWARD = {}
 """(importer, imported) -> why this upward import is there (none today)."""
 
 LOCAL_IMPORTS = {
-    "minigpu.cuda":
-        "the simulator's counters, trace and sanitizer state exist only under "
-        "NUMBA_ENABLE_CUDASIM=1: loaded when a program asks for them",
     "minigpu.simulator":
-        "install() loads the sanitizer's parts only when the simulator is enabled",
-    "minigpu.lessons.draw": "the simulator's trace, loaded when a picture is drawn",
+        "install() loads the sanitizer's parts (they import Numba) only under the simulator",
     "minigpu.lessons.__main__":
         "the CLI restarts itself on the simulator before measuring; pictures need matplotlib",
     "minigpu.exercises.__main__":
         "each subcommand loads what it runs: pictures (matplotlib), the static check (the "
         "CUDA toolchain)",
     "minigpu.exercises.grader":
-        "grading runs in subprocesses with or without the simulator: each layer (sanitizer "
-        "counters, pictures, static report) loads its part there",
-    "minigpu.tools.bench":
-        "the lessons and the simulator's counters, for the commands that use them",
-    "minigpu.tools.kernel_report": "the lessons' occupancy tables, for the occupancy sweep only",
-    "minigpu.tools.suites": "the model suite's models and the cuda backend, when a suite runs",
-    "minigpu.tools.timing": "the simulator's counters, for simulator timing only",
-    "minigpu.optim.lr_scheduler":
-        "(optim/, another branch's area: not moved) the Optimizer base, for an isinstance check",
-    "minigpu.optim.optimizer":
-        "(optim/, another branch's area: not moved) enable_grad around a closure",
-    "minigpu.serialization":
-        "(another branch's area: not moved) mg.cuda, when a map_location names a cuda device",
-    "minigpu.utils.data":
-        "(another branch's area: not moved) pinned memory and copy streams of the cuda "
-        "backend, loaded only when a DataLoader pins memory or loads onto cuda",
+        "pictures (matplotlib) and the static check (the CUDA toolchain), only when asked for",
 }
 """importer -> why its function-local imports of minigpu modules are there (the rest of the
 package imports at module level)."""
 
-MAX_LOCAL_IMPORTS = 43  # function-local imports of minigpu modules
+MAX_LOCAL_IMPORTS = 7  # function-local imports of minigpu modules
 
 
 def floors():

@@ -20,7 +20,7 @@ from hypothesis import given, settings, strategies as st  # noqa: E402
 from numba import cuda, float32, int32  # noqa: E402
 
 from minigpu import simulator  # noqa: E402
-from minigpu.simulator import config, launch as sim_launch  # noqa: E402
+from minigpu.simulator import config, launch as sim_launch, patch as sim_patch  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not cuda.config.ENABLE_CUDASIM, reason="tests the CUDA simulator")
 needs_checks = pytest.mark.skipif(not config.CHECKS, reason="MINIGPU_SIM_CHECKS=0")
@@ -548,7 +548,7 @@ def test_version_mismatch_warns_once_and_leaves_the_simulator_stock(monkeypatch)
     simulator.uninstall()
     try:
         assert not hasattr(kernelapi.FakeCUDAModule, "shfl_sync")
-        monkeypatch.setattr(simulator, "SUPPORTED", (0, 29))
+        monkeypatch.setattr(sim_patch, "SUPPORTED", (0, 29))
         monkeypatch.setattr(simulator, "_warned", False)
         with pytest.warns(RuntimeWarning, match="left stock"):
             assert simulator.install() is False

@@ -19,7 +19,9 @@ primitive. Every name in :data:`PRIMITIVES` must exist in every backend module.
 from __future__ import annotations
 
 import functools
+import importlib
 import math
+import pkgutil
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -236,6 +238,26 @@ PRIMITIVES.update({
                           "ds = p * (g v^T - rowsum(g * out)), dq = scale ds k, "
                           "dk = scale ds^T q, dv = p^T g",
 })
+
+def gather(package: str) -> dict:
+    """``{primitive: function}`` of a backend package (``"minigpu.backends.cuda"``), from its
+    family modules: each primitive of :data:`PRIMITIVES` is defined in exactly one of them (a
+    new family file is found without an import line). Raises naming what is missing or
+    defined twice."""
+    found = {}
+    for info in pkgutil.iter_modules(importlib.import_module(package).__path__):
+        module = importlib.import_module(f"{package}.{info.name}")
+        for name in PRIMITIVES:
+            fn = vars(module).get(name)
+            if callable(fn) and fn.__module__ == module.__name__:
+                found.setdefault(name, []).append(fn)
+    missing = [name for name in PRIMITIVES if name not in found]
+    twice = {name: [fn.__module__ for fn in fns] for name, fns in found.items() if len(fns) > 1}
+    if missing or twice:
+        raise ImportError(f"backend {package}: primitives of contract.py not defined in any "
+                          f"of its modules: {missing}; defined in several: {twice}")
+    return {name: fns[0] for name, fns in found.items()}
+
 
 def check_backend(module) -> list[str]:
     """Names of contract primitives missing from a backend module (empty when complete)."""

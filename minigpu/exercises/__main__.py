@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import BY_NAME, EXERCISES, check, solution_path, stub_path
+from . import BY_NAME, EXERCISES, check, stub_path
 from .grader import constants_of, load, static_limits
 
 NAMES = ", ".join(BY_NAME)
@@ -130,13 +130,13 @@ def main(argv=None):
     if args.cmd == "static":
         return _static(args.name, args.path)
     if args.cmd == "plot":
-        from .pictures import draw_all, draw_solution, restart_on_simulator
+        from . import pictures
         if name is None and not args.all:
             ap.error("plot needs an exercise name (or --all DIR)")
-        restart_on_simulator()
+        pictures.restart_on_simulator()
         try:
-            for path in draw_all(args.all) if args.all else [draw_solution(name, args.path,
-                                                                           args.out)]:
+            for path in (pictures.draw_all(args.all) if args.all
+                         else [pictures.draw_solution(name, args.path, args.out)]):
                 print(f"wrote {path}")
         except RuntimeError as exc:   # matplotlib missing
             ap.error(str(exc))

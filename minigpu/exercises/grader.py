@@ -29,6 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..simulator import config, memory
+from ..simulator.counters import counters, total
 from .harness import _execute, _problem, constants_of, load
 from .specs import BY_NAME, CH, Exercise
 
@@ -67,7 +69,6 @@ class Result:
 
 
 def _sim_ready():
-    from ..simulator import config
     return os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" and config.CHECKS
 
 
@@ -77,7 +78,6 @@ class Measurement:
     inputs), ``shape``, ``outputs`` (output elements) and ``consts``."""
 
     def __init__(self, launches, global_atomics, ins, out, shape, consts):
-        from ..simulator.counters import total
         self.launches, self.global_atomics = list(launches), global_atomics
         self.ins, self.shape, self.consts, self.outputs = ins, shape, consts, out.size
         self._total = total(self.launches).metrics if self.launches else {}
@@ -117,8 +117,6 @@ class _GlobalAtomics:
 
 def _measured(ex, module, c, shape, ins, out):
     """(host output, :class:`Measurement`) of one run under the counters."""
-    from ..simulator import memory
-    from ..simulator.counters import counters
     atomics = _GlobalAtomics()
     memory.observers.append(atomics)
     try:

@@ -24,6 +24,10 @@ from __future__ import annotations
 
 from typing import Callable, NamedTuple
 
+import numpy as np
+
+from ..simulator.trace import trace
+
 SECTOR, BANKS, WARP = 32, 32, 32
 ACTIVE, MASKED, IDLE = "#2a7f3f", "#f2b8b5", "#eeeeee"   # lane colours of the mask views
 
@@ -49,7 +53,6 @@ def panel(title, view, trace, **params) -> Panel:
 def traced(run, block=0, warp=None):
     """Run ``run()`` (launches on the simulator) under ``minigpu.cuda.trace(block, warp)``;
     returns the trace."""
-    from ..simulator.trace import trace
     with trace(block, warp) as tr:
         run()
     return tr
@@ -158,7 +161,6 @@ def banks(axes, trace, shape=None, request=0, **filters):
     the words one warp's request touches marked (red where a bank serves more than one of
     them). Bottom: the distinct words each bank serves; the tallest bar is the number of
     wavefronts (passes) the request needs."""
-    import numpy as np
     ax, bars = axes
     req = _request(trace, request, space="shared", **filters)
     rows, cols = shape or trace.shape(req.array, req.launch)
@@ -190,7 +192,6 @@ def masks(ax, trace, threads=None, by="phase", **filters):
     execution of the matching accesses, in order); columns: the threads of one block. Green:
     the lane works; pink: idle but its warp still issues the step (divergence); grey: the
     whole warp is idle and skips it."""
-    import numpy as np
     from matplotlib.patches import Patch
     touches = trace.select(**filters)
     nthreads = threads or (max(t.tid for t in touches) // WARP + 1) * WARP
@@ -339,7 +340,6 @@ def heat(axes, trace, arrays, kind="load", vmax=None, tile=None, **filters):
     """How many times the traced block(s) ``kind`` each element of two 2-D arrays
     (``arrays``: two names, or (name, (rows, cols)) pairs; drawn one above the other on one
     colour scale up to ``vmax``); ``tile`` draws tile boundaries every ``tile`` elements."""
-    import numpy as np
     arrays = [a if isinstance(a, tuple) else (a, trace.shape(a, 0)) for a in arrays]
     grids = []
     for name, (rows, cols) in arrays:
@@ -370,7 +370,6 @@ heat.rows = (1, 1)
 def threads(ax, trace, array, n, cols=32, **filters):
     """Element i of the 1-D ``array`` (wrapped ``cols`` to a row) coloured by the block that
     writes it, labelled with the writing thread's threadIdx.x; blank: written by nobody."""
-    import numpy as np
     writer = {}
     for t in trace.select(space="global", array=array, kind="store", **filters):
         writer[t.index] = (t.block[0], t.thread[0])

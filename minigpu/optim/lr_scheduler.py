@@ -17,6 +17,8 @@ import warnings
 from bisect import bisect_right
 from collections import Counter
 
+from .optimizer import Optimizer
+
 __all__ = ["LRScheduler", "LambdaLR", "StepLR", "MultiStepLR", "ExponentialLR",
            "CosineAnnealingLR", "LinearLR", "OneCycleLR"]
 
@@ -56,7 +58,6 @@ def _format_param(name, optimizer, param):
 
 class LRScheduler:
     def __init__(self, optimizer, last_epoch=-1):
-        from .optimizer import Optimizer
         if not isinstance(optimizer, Optimizer):
             raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
         self.optimizer = optimizer

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from ..autograd import no_grad
+from ..autograd import enable_grad, no_grad
 from ..backends.contract import contiguous_strides
 from ..tensor import Tensor
 
@@ -97,7 +97,6 @@ class Optimizer:
     def _closure_loss(self, closure):
         if closure is None:
             return None
-        from ..autograd import enable_grad
         with enable_grad():
             return closure()
 

@@ -33,7 +33,8 @@ import re
 import sys
 from pathlib import Path
 
-from .. import backends
+from .. import backends, lessons
+from ..simulator.counters import total
 from .suites import SUITES, Context
 from .timing import Timer, copy_bandwidth
 
@@ -113,7 +114,6 @@ COUNTED = ("global_load_sectors", "global_store_sectors", "shared_load_wavefront
 
 def _counted(launches) -> dict:
     """A variant's launches and the sums of its main counters (simulator runs)."""
-    from ..simulator.counters import total
     row = dict(launches=len(launches))
     if launches:
         row.update({m: total(launches)[m] for m in COUNTED})
@@ -215,8 +215,6 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     if args.list:
-        from .. import lessons
-
         print("lessons (python -m minigpu.tools.bench --suite lessons):")
         for lesson in lessons.ALL:
             print("  " + lesson.describe())

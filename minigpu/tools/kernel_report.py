@@ -62,6 +62,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .. import lessons
+from ..lessons.occupancy import sweep_table, theoretical_occupancy
 from ..backends.cuda.kernelspec import EXAMPLES, MARK, KernelSpec
 
 CC = (9, 0)
@@ -360,8 +361,6 @@ class KernelReport:
 
 
 def _assemble(spec: KernelSpec, ptx: str, workdir: Path, tools: dict) -> KernelReport:
-    from ..lessons.occupancy import theoretical_occupancy
-
     rep = KernelReport(spec.name, spec.block, spec.dtype, f64_reason=spec.f64_reason,
                        ffma_goal=spec.ffma_lds == "goal")
     # One file pair per kernel (they are assembled two at a time), named after it.
@@ -558,8 +557,6 @@ def format_table(reports: list[KernelReport], meta: dict) -> str:
                        r.name for r in gemm if r.ffma_goal))
     saxpy = next((r for r in reports if r.name == "occupancy.saxpy" and not r.error), None)
     if saxpy:
-        from ..lessons.occupancy import sweep_table
-
         out.append("")
         out.append(f"occupancy sweep lesson (occupancy.saxpy, {saxpy.registers} registers, "
                    f"no shared memory):")

@@ -9,8 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import minigpu as mg
+
 from .. import lessons
+from ..backends import cuda
 from ..lessons.record import Inputs
+from ..models import LeNet5
 from .references import reference
 
 
@@ -37,8 +41,6 @@ class Context(Inputs):
 
     def __init__(self, smoke: bool, seed: int = 0):
         super().__init__(small=smoke, seed=seed)
-        from ..backends import cuda
-
         self.smoke = smoke
         self.cuda = cuda
         self.stream = self.device.current_stream()
@@ -118,9 +120,6 @@ def ops_groups(ctx):
 
 # --- the train suite ---------------------------------------------------------------------------
 def train_groups(ctx):
-    import minigpu as mg
-    from minigpu.models import LeNet5
-
     groups = []
     batch, sizes = ctx.size((256, (784, 512, 512, 10)), (4, (16, 32, 4)))
     layers = []

@@ -11,6 +11,7 @@ import sys
 import time
 
 from .. import backends
+from ..simulator.counters import counters
 
 class ReplayAllocations:
     """While timing, ``device.empty`` in every kernel module hands out the buffers the first
@@ -92,7 +93,6 @@ class Timer:
     def count(self, fn):
         """On the simulator, instead of a time: (the launches of one call with their counters
         (:func:`minigpu.cuda.counters`), its result)."""
-        from ..simulator.counters import counters
         with counters() as launches:
             result = fn()
         return launches, result

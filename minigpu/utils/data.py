@@ -24,8 +24,11 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from .. import backends, cuda
+from ..backends import cpu
+from ..ops import stack
 from ..random import default_generator, manual_seed
-from ..tensor import Tensor
+from ..tensor import Device, Tensor
 
 
 class Dataset:
@@ -65,7 +68,6 @@ def default_collate(samples):
     *list* of collated positions (PyTorch's behaviour for tuples too); strings stay a list."""
     first = samples[0]
     if isinstance(first, Tensor):
-        from ..ops import stack
         return stack(samples)
     if isinstance(first, (str, bytes)):
         return list(samples)
@@ -439,7 +441,6 @@ class _WorkerPool:
 
 
 def _cuda_available():
-    from .. import cuda
     return cuda.is_available()
 
 
@@ -448,7 +449,6 @@ def _take_rows(t: Tensor, rows: np.ndarray, pinned=False) -> Tensor:
     buffer when ``pinned``), index_select on cuda."""
     if t.device.type != "cpu":
         return t[Tensor._from_array(rows.astype(np.int64), t.device)]
-    from ..backends import cpu
     source = cpu.array(t._view())  # a NumPy view of the dataset: no copy
     shape = (len(rows),) + tuple(t.shape[1:])
     n = int(np.prod(shape, dtype=np.int64))
@@ -458,8 +458,7 @@ def _take_rows(t: Tensor, rows: np.ndarray, pinned=False) -> Tensor:
 
 
 def _pinned_empty(n, dtype):
-    from ..backends.cuda import allocator
-    return allocator.pinned_empty(n, dtype)
+    return backends.cuda_module("allocator").pinned_empty(n, dtype)
 
 
 def pin_memory(batch):
@@ -492,8 +491,7 @@ def is_pinned(t: Tensor) -> bool:
     """True when a cpu tensor's buffer is page-locked memory from :func:`pin_memory`."""
     if t.device.type != "cpu":
         return False
-    from ..backends.cuda import allocator
-    return allocator.is_pinned(t._buf)
+    return backends.cuda_module("allocator").is_pinned(t._buf)
 
 
 class CudaPrefetcher:
@@ -516,7 +514,6 @@ class CudaPrefetcher:
     """
 
     def __init__(self, loader, device="cuda"):
-        from ..tensor import Device
         if Device(device).type != "cuda":
             raise ValueError(f"CudaPrefetcher copies to a cuda device, got {device!r}")
         self.loader, self.device = loader, Device(device)
@@ -526,8 +523,8 @@ class CudaPrefetcher:
         return len(self.loader)
 
     def __iter__(self):
-        from ..backends.cuda import device, streams
-        compute = device.current_stream()
+        streams = backends.cuda_module("streams")
+        compute = backends.cuda_module("device").current_stream()
         if self.copy_stream is None:
             self.copy_stream = streams.new_stream()
         batches = iter(self.loader)
@@ -552,7 +549,7 @@ class CudaPrefetcher:
 
     def _preload(self, batches, compute):
         """Queue the copy of the next batch; (device batch, copied event, host batch)."""
-        from ..backends.cuda import streams
+        streams = backends.cuda_module("streams")
         try:
             host = next(batches)
         except StopIteration:
@@ -562,7 +559,7 @@ class CudaPrefetcher:
         return on_device, streams.record_event(self.copy_stream), host
 
     def _to_device(self, batch):
-        from ..backends.cuda import streams
+        streams = backends.cuda_module("streams")
 
         def copy(t):
             if t.device.type != "cpu":
