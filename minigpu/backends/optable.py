@@ -2,8 +2,8 @@
 
 One :class:`Op` per map: its name, its exact semantics (the contract's words), its NumPy
 reference (what the cpu backend runs and the tests compare the cuda kernels to), and its
-derivative. The cuda device function is ``unary_<name>(x, a, b)`` or ``binary_<name>(x, y, a,
-b)`` in ``backends/cuda/elementwise.py``. Everything else derives from this table:
+derivative, and its one-element form, which the cuda backend compiles as the op's device
+function (see "Adding an op"). Everything else derives from this table:
 
 - ``contract.UNARY_OPS`` / ``BINARY_OPS`` (the primitive list) and ``contract.result_dtype``;
 - the cpu backend's maps (``backends/cpu/elementwise.py``);
@@ -12,12 +12,15 @@ b)`` in ``backends/cuda/elementwise.py``. Everything else derives from this tabl
   one gradient rule for every binary op) and, for ``method=True``, the ``minigpu.<name>``
   function and the ``Tensor.<name>`` method (registered by ``ops/elementwise.py``).
 
-Adding an op: one entry here, with its ``scalar`` form (the cuda device function compiled
-from it) or a hand-written device function in ``backends/cuda/elementwise.py``. ``a`` and
-``b`` are the scalar
-parameters alpha and beta of the primitive call. Derivatives are functions of the upstream
-gradient ``g``, the input(s) and, for unary ops, the output ``y``; they run on Tensors under
-``no_grad``. ``fused(op, saved)`` differentiates with one fused backward map instead.
+Adding an op: one entry here. Its one-element form, what the cuda backend compiles as the
+device function, is the NumPy form itself when that is plain arithmetic (``shared=True``), else
+the ``scalar`` function (``math`` functions, ``np.float32(c)`` constants). A device function is
+written by hand in ``backends/cuda/elementwise.py`` only where it teaches something (a select,
+NaN propagation, split constants, a shared sub-function); then the entry has no ``scalar``, so
+each op keeps one definition. ``a`` and ``b`` are the scalar parameters alpha and beta of the
+primitive call. Derivatives are functions of the upstream gradient ``g``, the input(s) and, for
+unary ops, the output ``y``; they run on Tensors under ``no_grad``. ``fused(op, saved)``
+differentiates with one fused backward map instead.
 """
 from __future__ import annotations
 
@@ -90,6 +93,84 @@ def softplus(x, beta, threshold):
         return np.where(z > threshold, x, np.log1p(np.exp(z)) / beta).astype(x.dtype)
 
 
+# One-element forms (``Op.scalar``): each is compiled as its op's cuda device function.
+# ``math.exp`` is libdevice's ``expf`` in a float32 kernel (float32 stays float32), ``exp`` in
+# a float64 one; under the simulator, while a kernel runs, this module's ``math`` is the IEEE
+# version (``simulator/ieee.py``: ``floor(nan)`` is nan, ``log(0)`` is -inf, float32 stays
+# float32). Constants are ``np.float32(c)``, which promote exactly in a float64 kernel.
+# ``def``, not ``lambda``: the simulator's compiled path reads a device function's source.
+def exp_scalar(x, a, b):
+    return math.exp(x)
+
+
+def log_scalar(x, a, b):
+    return math.log(x)
+
+
+def sqrt_scalar(x, a, b):
+    return math.sqrt(x)
+
+
+def tanh_scalar(x, a, b):
+    return math.tanh(x)
+
+
+def sin_scalar(x, a, b):
+    return math.sin(x)
+
+
+def cos_scalar(x, a, b):
+    return math.cos(x)
+
+
+def log1p_scalar(x, a, b):
+    return math.log1p(x)
+
+
+def expm1_scalar(x, a, b):
+    return math.expm1(x)
+
+
+def floor_scalar(x, a, b):
+    return math.floor(x)  # a float of x's type on the GPU (libdevice floorf), not an int
+
+
+def ceil_scalar(x, a, b):
+    return math.ceil(x)
+
+
+def trunc_scalar(x, a, b):
+    return math.trunc(x)
+
+
+def isnan_scalar(x, a, b):
+    return x != x  # NaN is the one value unequal to itself
+
+
+def isinf_scalar(x, a, b):
+    return abs(x) == np.float32(math.inf)
+
+
+def elu_scalar(x, a, b):
+    return x if x > np.float32(0) else a * math.expm1(x)
+
+
+def floor_divide_scalar(x, y, a, b):
+    return x // y  # Numba lowers float // like CPython's float_divmod: NumPy's floor_divide
+
+
+def remainder_scalar(x, y, a, b):
+    return x % y  # the sign of y, like Python and NumPy's remainder
+
+
+def clamp_grad_scalar(x, y, a, b):
+    return x if (y >= a and y <= b) else np.float32(0)
+
+
+def elu_grad_scalar(x, y, a, b):
+    return x if y > np.float32(0) else x * a * math.exp(y)
+
+
 def hardswish_scalar(x, a, b):
     """x * relu6(x + 3) / 6 on one element (the cuda device function)."""
     return x * min(max(x + np.float32(3), np.float32(0)), np.float32(6)) / np.float32(6)
@@ -134,9 +215,10 @@ class Op(NamedTuple):
     approx: bool = False     # the cuda result may differ from the NumPy form by rounding (math
                              # functions, a different order of operations): the tests compare
                              # within a tolerance (``tests/test_cuda_elementwise.py``'s TOL)
-    scalar: Callable = None  # the op on one element, (x, a, b) -> y: compiled as the cuda device
-                             # function when ``backends/cuda/elementwise.py`` writes none (float32
-                             # constants as ``np.float32(c)``, math functions from ``math``)
+    scalar: Callable = None  # the op on one element, (x, a, b) -> y, compiled as the cuda device
+                             # function (float32 constants as ``np.float32(c)``, math functions
+                             # from ``math``); None when ``shared`` or when
+                             # ``backends/cuda/elementwise.py`` writes the device function
     shared: bool = False     # the NumPy form is plain arithmetic (constants ``np.float32(c)``),
                              # valid on one element too: it is also the cuda device function,
                              # the op's one definition
@@ -151,15 +233,16 @@ UNARY = (
     Op("neg", "-x", lambda x, a, b: -x, lambda g, x, y, a, b: -g,
        method=True, float_input=False, saves="", shared=True),
     Op("exp", "exp(x)", lambda x, a, b: np.exp(x), lambda g, x, y, a, b: g * y, method=True,
-       saves="y", approx=True),
+       saves="y", approx=True, scalar=exp_scalar),
     Op("log", "log(x)", lambda x, a, b: np.log(x), lambda g, x, y, a, b: g / x, method=True,
-       saves="x", approx=True),
+       saves="x", approx=True, scalar=log_scalar),
     Op("sqrt", "sqrt(x)", lambda x, a, b: np.sqrt(x),
-       lambda g, x, y, a, b: g / (y * 2), method=True, saves="y", approx=True),
+       lambda g, x, y, a, b: g / (y * 2), method=True, saves="y", approx=True,
+       scalar=sqrt_scalar),
     Op("square", "x * x", lambda x, a, b: x * x, lambda g, x, y, a, b: g * x * 2,
        method=True, float_input=False, saves="x", shared=True),
     Op("tanh", "tanh(x)", lambda x, a, b: np.tanh(x), fused("tanh_grad", "y"), method=True,
-       module="Tanh", saves="y", approx=True),
+       module="Tanh", saves="y", approx=True, scalar=tanh_scalar),
     Op("sigmoid", "1 / (1 + exp(-x)), computed without overflow for large |x|",
        lambda x, a, b: sigmoid(x), fused("sigmoid_grad", "y"), method=True, module="Sigmoid",
        saves="y", approx=True),
@@ -190,25 +273,27 @@ UNARY = (
     Op("ne", "x != a -> bool", lambda x, a, b: x != a, bool_result=True, shared=True),
     # math functions, rounding, predicates and activations
     Op("sin", "sin(x)", lambda x, a, b: np.sin(x), lambda g, x, y, a, b: g * x.cos(),
-       method=True, saves="x", approx=True),
+       method=True, saves="x", approx=True, scalar=sin_scalar),
     Op("cos", "cos(x)", lambda x, a, b: np.cos(x), lambda g, x, y, a, b: -g * x.sin(),
-       method=True, saves="x", approx=True),
+       method=True, saves="x", approx=True, scalar=cos_scalar),
     Op("log1p", "log(1 + x), accurate for small |x|", lambda x, a, b: np.log1p(x),
-       lambda g, x, y, a, b: g / (x + 1), method=True, saves="x", approx=True),
+       lambda g, x, y, a, b: g / (x + 1), method=True, saves="x", approx=True,
+       scalar=log1p_scalar),
     Op("expm1", "exp(x) - 1, accurate for small |x|", lambda x, a, b: np.expm1(x),
-       lambda g, x, y, a, b: g * (y + 1), method=True, saves="y", approx=True),
+       lambda g, x, y, a, b: g * (y + 1), method=True, saves="y", approx=True,
+       scalar=expm1_scalar),
     Op("floor", "the largest integer <= x (a float)", lambda x, a, b: np.floor(x), zero_derivative,
-       method=True, float_input=False, saves=""),
+       method=True, float_input=False, saves="", scalar=floor_scalar),
     Op("ceil", "the smallest integer >= x (a float)", lambda x, a, b: np.ceil(x), zero_derivative,
-       method=True, float_input=False, saves=""),
+       method=True, float_input=False, saves="", scalar=ceil_scalar),
     Op("round", "x rounded to the nearest integer, halves to even", lambda x, a, b: np.round(x),
        zero_derivative, method=True, float_input=False, saves=""),
     Op("trunc", "x rounded toward zero", lambda x, a, b: np.trunc(x), zero_derivative,
-       method=True, float_input=False, saves=""),
+       method=True, float_input=False, saves="", scalar=trunc_scalar),
     Op("isnan", "x != x  -> bool", lambda x, a, b: np.isnan(x), bool_result=True, method=True,
-       float_input=False),
+       float_input=False, scalar=isnan_scalar),
     Op("isinf", "|x| == inf  -> bool", lambda x, a, b: np.isinf(x), bool_result=True,
-       method=True, float_input=False),
+       method=True, float_input=False, scalar=isinf_scalar),
     Op("gelu", "x * Phi(x) = x/2 * (1 + erf(x / sqrt(2)))  (exact GELU)",
        lambda x, a, b: gelu(x), fused("gelu_grad", "x"), saves="x", approx=True),
     Op("gelu_tanh", "x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))  (approximate GELU)",
@@ -219,7 +304,7 @@ UNARY = (
        lambda x, a, b: softplus(x, a, b), fused("softplus_grad", "x"), saves="x", approx=True),
     Op("elu", "x if x > 0 else a * (exp(x) - 1)  (alpha=a)",
        lambda x, a, b: np.where(x > 0, x, a * np.expm1(x)), fused("elu_grad", "x"), saves="x",
-       approx=True),
+       approx=True, scalar=elu_scalar),
     Op("hardswish", "x * min(max(x + 3, 0), 6) / 6", lambda x, a, b: x * np.clip(x + 3, 0, 6) / 6,
        hardswish_grad, F=True, module="Hardswish", scalar=hardswish_scalar, saves="x"),
     Op("mish", "x * tanh(log(1 + exp(x)))", lambda x, a, b: x * np.tanh(np.logaddexp(0, x)),
@@ -253,11 +338,11 @@ BINARY = (
     Op("floor_divide", "floor(x / y)  (Python's //: rounds toward -inf)",
        lambda x, y, a, b: np.floor_divide(x, y),
        (_zero_binary, _zero_binary), method=True, float_input=False,
-       saves=""),
+       saves="", scalar=floor_divide_scalar),
     Op("remainder", "x - floor(x / y) * y  (Python's %: the sign of y)",
        lambda x, y, a, b: np.remainder(x, y),
        (lambda g, x, y: g, lambda g, x, y: -g * x.floor_divide(y)), method=True,
-       float_input=False),
+       float_input=False, scalar=remainder_scalar),
     # Integer and bool only (``ops/elementwise.py`` refuses floats, as PyTorch): the NumPy
     # form is also the one-element form the cuda kernel compiles.
     *(Op(name, f"x {sym} y  (integers and bool; shifts: integers)", form, shared=True,
@@ -278,7 +363,7 @@ BINARY = (
     Op("sigmoid_grad", "x * y * (1 - y)   (y = sigmoid output)",
        lambda x, y, a, b: x * y * (np.float32(1) - y), approx=True, shared=True),
     Op("clamp_grad", "x where a <= y <= b else 0   (y = clamp input)",
-       lambda x, y, a, b: np.where((y >= a) & (y <= b), x, 0)),
+       lambda x, y, a, b: np.where((y >= a) & (y <= b), x, 0), scalar=clamp_grad_scalar),
     Op("gelu_grad", "x * (Phi(y) + y * phi(y))   (y = gelu input)",
        lambda x, y, a, b: gelu_grad(x, y), approx=True),
     Op("gelu_tanh_grad", "x * d/dy gelu_tanh(y)   (y = input)",
@@ -288,7 +373,8 @@ BINARY = (
     Op("softplus_grad", "x * sigmoid(a*y), or x where a*y > b   (y = input)",
        lambda x, y, a, b: np.where(y * a > b, x, x * sigmoid(y * a)), approx=True),
     Op("elu_grad", "x where y > 0 else x * a * exp(y)   (y = input)",
-       lambda x, y, a, b: np.where(y > 0, x, x * a * np.exp(y)), approx=True),
+       lambda x, y, a, b: np.where(y > 0, x, x * a * np.exp(y)), approx=True,
+       scalar=elu_grad_scalar),
 )
 
 UNARY_BY_NAME = {op.name: op for op in UNARY}

@@ -6,13 +6,17 @@ once, in big coalesced transactions, and keep the per-element index math cheap.
 
 How the family is built
     Each op of the op table (``backends/optable.py``) is a tiny ``@cuda.jit(device=True)``
-    function: the table's own NumPy form when it is plain arithmetic (``binary_add`` is
-    ``lambda x, y, a, b: x + y``, written once), else one written here (``unary_exp(x, a, b)``). A cached kernel
-    factory, :func:`map_kernel`, pastes one op into one of four kernel bodies,
-    (unary | binary) x (dense | strided), which Numba compiles on first launch (``where`` has
-    its own dense/strided pair: it has no op to vary). The compiler inlines the op, so the
-    kernel is as if hand-written for it, yet no kernel body is written twice and adding an op
-    is adding one device function (and its table entry).
+    function compiled from its table entry, the op's one definition: the NumPy form when it
+    is plain arithmetic (``binary_add`` is ``lambda x, y, a, b: x + y``), else the entry's
+    one-element ``scalar`` form (``exp_scalar``: ``math.exp(x)``, libdevice's ``expf`` in a
+    float32 kernel). A device function is written here instead only where it teaches
+    something (``unary_sigmoid``'s overflow-free select, ``unary_gelu``'s split constants, the
+    fused backward maps); its docstring says what. A cached kernel factory,
+    :func:`map_kernel`, pastes one op into one of four kernel bodies, (unary | binary) x
+    (dense | strided), which Numba compiles on first launch (``where`` has its own
+    dense/strided pair: it has no op to vary). The compiler inlines the op, so the kernel is
+    as if hand-written for it, yet no kernel body is written twice and adding an op is adding
+    one table entry.
 
 Lesson 1: the contiguous fast path vs the strided/broadcast path
     ``*_dense`` kernels index ``x[offset + i]`` directly: consecutive threads touch consecutive
@@ -39,9 +43,8 @@ float32 stays float32
 from __future__ import annotations
 
 import functools
-import math
 # Under the simulator these become IEEE, dtype-keeping versions (minigpu/simulator/ieee.py).
-from math import ceil, copysign, cos, erf, exp, expm1, floor, log, log1p, sin, sqrt, tanh, trunc
+from math import copysign, erf, exp, floor, log1p, tanh
 
 import numpy as np
 from numba import cuda, float32
@@ -74,39 +77,22 @@ INV_SQRT_2PI = split_constant(optable.INV_SQRT_2PI)
 SQRT_2_OVER_PI = split_constant(optable.SQRT_2_OVER_PI)
 GELU_CUBIC = split_constant(optable.GELU_CUBIC)
 GELU_CUBIC3 = split_constant(3 * optable.GELU_CUBIC)
-INF = float32(math.inf)
 
 
-# Unary ops take (x, a, b), binary ops (x, y, a, b); a and b are alpha and beta. An op whose
-# NumPy form in the op table is plain arithmetic (``shared``: neg, add, the comparisons, ...)
-# has no device function here: that form is compiled as one (``_device_function``). The ones
-# below are written for the device: libdevice math, selects instead of branches, split
-# constants, NaN-propagating min/max.
+# Unary ops take (x, a, b), binary ops (x, y, a, b); a and b are alpha and beta. Most ops have
+# no device function here: the op table's one-element form is compiled as one
+# (``_device_function``): its NumPy form when that is plain arithmetic (``shared``: neg, add,
+# the comparisons, ...), else its ``scalar`` form (exp, floor, isnan, elu, remainder, ...).
+# The ones below are written by hand because each teaches something, which its docstring
+# says: a select instead of a branch, NaN and -0.0 kept, an exp that cannot overflow, split
+# constants, a device function shared by a forward and its backward.
 
 
 @cuda.jit(device=True)
 def unary_identity(x, a, b):
-    return x  # the store into the output array converts the dtype (used by ``convert``)
-
-
-@cuda.jit(device=True)
-def unary_exp(x, a, b):
-    return exp(x)
-
-
-@cuda.jit(device=True)
-def unary_log(x, a, b):
-    return log(x)
-
-
-@cuda.jit(device=True)
-def unary_sqrt(x, a, b):
-    return sqrt(x)
-
-
-@cuda.jit(device=True)
-def unary_tanh(x, a, b):
-    return tanh(x)
+    """The map of ``convert``, not a table op: it computes nothing, the store into the
+    output array converts the dtype (float -> int truncates, nonzero -> True)."""
+    return x
 
 
 @cuda.jit(device=True)
@@ -120,65 +106,42 @@ def unary_sigmoid(x, a, b):
 
 @cuda.jit(device=True)
 def unary_relu(x, a, b):
-    return float32(0) if x < float32(0) else x  # NaN is not < 0: propagates like np.maximum
+    """A select, not ``max(x, 0)``: NaN is not < 0, so it propagates like ``np.maximum``
+    (the hardware ``max.f32`` returns the non-NaN operand)."""
+    return float32(0) if x < float32(0) else x
 
 
 @cuda.jit(device=True)
 def unary_leaky_relu(x, a, b):
-    """Production variant: select the slope (1 or a), then one multiply on every lane."""
+    """Production variant: select the slope (1 or a), then one multiply on every lane
+    (exact, NaN-propagating; the branch form is ``lessons/divergence.py``)."""
     slope = float32(1) if x > float32(0) else a
     return x * slope
 
 
 @cuda.jit(device=True)
 def unary_sign(x, a, b):
+    """-1, 0 or 1, where the third case is ``x - x``: NaN stays NaN and -0.0 becomes +0.0,
+    like ``np.sign`` (a literal 0 would turn NaN into 0)."""
     if x > float32(0):
         return float32(1)
     if x < float32(0):
         return float32(-1)
-    return x - x  # NaN stays NaN, and -0.0 becomes +0.0 (x - x), like np.sign
+    return x - x
 
 
 @cuda.jit(device=True)
 def unary_clamp(x, a, b):
+    """The reductions' NaN-propagating max and min (``blocks.max_nan``/``min_nan``), so a NaN
+    input stays NaN as in ``np.clip`` (the hardware ``max.f32``/``min.f32`` would drop it)."""
     return min_nan(max_nan(x, a), b)
 
 
-# math functions, rounding, predicates, activations (op table entries of the same name)
+# rounding and activations with split constants (op table entries of the same name)
 @cuda.jit(device=True)
 def times(x, c):
     """x times a ``split_constant`` pair, in x's precision."""
     return x * c[0] + x * c[1]
-
-
-@cuda.jit(device=True)
-def unary_sin(x, a, b):
-    return sin(x)
-
-
-@cuda.jit(device=True)
-def unary_cos(x, a, b):
-    return cos(x)
-
-
-@cuda.jit(device=True)
-def unary_log1p(x, a, b):
-    return log1p(x)
-
-
-@cuda.jit(device=True)
-def unary_expm1(x, a, b):
-    return expm1(x)
-
-
-@cuda.jit(device=True)
-def unary_floor(x, a, b):
-    return floor(x)
-
-
-@cuda.jit(device=True)
-def unary_ceil(x, a, b):
-    return ceil(x)
 
 
 @cuda.jit(device=True)
@@ -195,22 +158,9 @@ def unary_round(x, a, b):
 
 
 @cuda.jit(device=True)
-def unary_trunc(x, a, b):
-    return trunc(x)
-
-
-@cuda.jit(device=True)
-def unary_isnan(x, a, b):
-    return x != x
-
-
-@cuda.jit(device=True)
-def unary_isinf(x, a, b):
-    return abs(x) == INF
-
-
-@cuda.jit(device=True)
 def unary_gelu(x, a, b):
+    """x/2 * (1 + erf(x / sqrt(2))) with 1/sqrt(2) as a split constant (``times``): float32
+    stays float32 and a float64 kernel keeps a float64 constant."""
     half = float32(0.5)
     return half * x * (float32(1) + erf(times(x, SQRT1_2)))
 
@@ -223,11 +173,15 @@ def gelu_tanh_inner(x):
 
 @cuda.jit(device=True)
 def unary_gelu_tanh(x, a, b):
+    """The tanh approximation from split constants; its inner polynomial is one device
+    function, shared with the fused backward ``binary_gelu_tanh_grad``."""
     return float32(0.5) * x * (float32(1) + tanh(gelu_tanh_inner(x)))
 
 
 @cuda.jit(device=True)
 def unary_silu(x, a, b):
+    """x * sigmoid(x) through ``unary_sigmoid``: a device function calls another (the
+    compiler inlines it), so the overflow-free sigmoid is written once."""
     return x * unary_sigmoid(x, a, b)
 
 
@@ -242,33 +196,22 @@ def unary_softplus(x, a, b):
 
 
 @cuda.jit(device=True)
-def unary_elu(x, a, b):
-    return x if x > float32(0) else a * expm1(x)
-
-
-@cuda.jit(device=True)
 def binary_maximum(x, y, a, b):
+    """The reductions' ``blocks.max_nan``: NaN from either side propagates, like
+    ``np.maximum`` (the hardware ``max.f32`` would drop it)."""
     return max_nan(x, y)
 
 
 @cuda.jit(device=True)
 def binary_minimum(x, y, a, b):
+    """The reductions' ``blocks.min_nan``: NaN-propagating like ``np.minimum``."""
     return min_nan(x, y)
 
 
 @cuda.jit(device=True)
-def binary_floor_divide(x, y, a, b):
-    return x // y  # Numba lowers float // like CPython's float_divmod: NumPy's floor_divide
-
-
-@cuda.jit(device=True)
-def binary_remainder(x, y, a, b):
-    return x % y  # the sign of y, like Python and NumPy's remainder
-
-
-@cuda.jit(device=True)
 def binary_gelu_grad(x, y, a, b):
-    """x * (Phi(y) + y * phi(y)): the GELU derivative times the upstream grad x."""
+    """Fused backward, x * (Phi(y) + y * phi(y)): the GELU derivative times the upstream
+    grad x in one pass, with the forward's split constants."""
     half = float32(0.5)
     cdf = half * (float32(1) + erf(times(y, SQRT1_2)))
     pdf = times(exp(-half * y * y), INV_SQRT_2PI)
@@ -277,6 +220,8 @@ def binary_gelu_grad(x, y, a, b):
 
 @cuda.jit(device=True)
 def binary_gelu_tanh_grad(x, y, a, b):
+    """Fused backward of ``unary_gelu_tanh``, reusing its inner polynomial
+    (``gelu_tanh_inner``) and split constants."""
     half = float32(0.5)
     t = tanh(gelu_tanh_inner(y))
     du = times(float32(1) + times(y * y, GELU_CUBIC3), SQRT_2_OVER_PI)
@@ -285,24 +230,23 @@ def binary_gelu_tanh_grad(x, y, a, b):
 
 @cuda.jit(device=True)
 def binary_silu_grad(x, y, a, b):
+    """Fused backward of silu: one overflow-free ``unary_sigmoid`` serves both terms."""
     s = unary_sigmoid(y, a, b)
     return x * s * (float32(1) + y * (float32(1) - s))
 
 
 @cuda.jit(device=True)
 def binary_softplus_grad(x, y, a, b):
+    """Fused backward of softplus: sigmoid(a*y) through ``unary_sigmoid`` (no overflow),
+    and the forward's threshold, above which the derivative is exactly 1."""
     z = y * a
     return x if z > b else x * unary_sigmoid(z, a, b)
 
 
 @cuda.jit(device=True)
-def binary_elu_grad(x, y, a, b):
-    return x if y > float32(0) else x * a * exp(y)
-
-
-@cuda.jit(device=True)
 def binary_relu_grad(x, y, a, b):
-    """Fused backward: the upstream grad x passes where the relu input y was positive."""
+    """Fused backward: the upstream grad x passes where the relu input y was positive; one
+    map (three array passes) instead of a mask map and a multiply map (five)."""
     return x if y > float32(0) else float32(0)
 
 
@@ -313,17 +257,17 @@ def binary_leaky_relu_grad(x, y, a, b):
     return x * slope
 
 
-@cuda.jit(device=True)
-def binary_clamp_grad(x, y, a, b):
-    return x if (y >= a and y <= b) else float32(0)
-
-
 def _device_function(kind, op):
     """The device function of a table op: ``<kind>_<name>`` written above, else the entry's
     NumPy form when it is ``shared`` (plain arithmetic, valid on one element), else its
-    one-element ``scalar`` form, compiled as a device function (the op is then written once)."""
+    one-element ``scalar`` form, compiled as a device function. Exactly one of the three
+    exists: an op is defined once."""
     written = globals().get(f"{kind}_{op.name}")
     if written is not None:
+        if op.shared or op.scalar is not None:
+            raise TypeError(f"table op {op.name!r} is defined twice: {kind}_{op.name} here and "
+                            f"its {'NumPy' if op.shared else 'scalar'} form in "
+                            f"backends/optable.py")
         return written
     if op.shared:
         return cuda.jit(device=True)(op.numpy)
@@ -457,11 +401,10 @@ def _map_kernel_specs(k, x):
     strided body is the same per op)."""
     trig = ("libdevice sinf/cosf: Payne-Hanek reduction for |x| > 105615 (float64 "
             "arithmetic on that slow path only)")
-    unary = ("relu", "exp", "tanh", "sigmoid", "leaky_relu", "sin", "cos", "log1p", "expm1",
-             "floor", "ceil", "round", "trunc", "isnan", "isinf", "gelu", "gelu_tanh", "silu",
-             "softplus", "elu", *(op.name for op in optable.UNARY if op.scalar))
-    binary = ("add", "relu_grad", "floor_divide", "remainder", "gelu_grad", "gelu_tanh_grad",
-              "silu_grad", "softplus_grad", "elu_grad",
+    unary = tuple(dict.fromkeys(  # report order, then every scalar form, each once
+        ("relu", "exp", "tanh", "sigmoid", "leaky_relu", "round", "gelu", "gelu_tanh", "silu",
+         "softplus", *(op.name for op in optable.UNARY if op.scalar))))
+    binary = ("add", "relu_grad", "gelu_grad", "gelu_tanh_grad", "silu_grad", "softplus_grad",
               *(op.name for op in optable.BINARY if op.scalar and not op.integer))
     integer = [op.name for op in optable.BINARY if op.integer]
     specs = [KernelSpec(f"unary_dense[{op}]", k("unary", op, "dense"),
