@@ -65,6 +65,21 @@ def test_matmul_default_configuration(ops):
     check(MM.matmul, *ops)
 
 
+@given(operands(max_side=70))
+def test_the_simulators_tiles_on_larger_shapes(ops):
+    """On the simulator the primitive picks its tiles by shape (``simulator_tiles``): shapes
+    up to 70 reach tiles up to 64 wide, deep K slices and several blocks."""
+    check(MM.matmul, *ops)
+
+
+def test_every_simulator_tile_is_a_valid_kernel_and_skinny_products_get_thin_tiles():
+    for t in MM.SIMULATOR_TILES:
+        MM.matmul_register_tiled_kernel(np.dtype(np.float32), **t)
+    BM, BN, BK, TM, TN = MM.simulator_tiles(2, 256, 64)   # a batch-2 layer: BM fits M = 2
+    assert BM == 2 and BN * BM // (TM * TN) < 64
+    assert MM.simulator_tiles(256, 2, 64)[1] == 2          # and BN fits N = 2
+
+
 def dense(a):
     a = np.ascontiguousarray(a, dtype=np.float32)
     return ViewSpec(a.reshape(-1), a.shape, contract.contiguous_strides(a.shape), 0)

@@ -40,8 +40,9 @@ MAX_GRID_Z = 65535  # gridDim.z limit; larger batches loop inside the kernel
 # configuration, dict(BM=64, BN=64, BK=8, TM=4, TN=4) (80 registers, 37.5 %, 2 FMAs per load),
 # is the one to compare against (``python -m minigpu.tools.bench --suite ops``).
 PRODUCTION = dict(BM=128, BN=128, BK=8, TM=8, TN=8)
-# The simulator runs one OS thread per CUDA thread: same kernel, 64-thread blocks by default
-# (tests run PRODUCTION explicitly).
+# The simulator runs one OS thread per CUDA thread: same kernel, 64-thread blocks when no tile
+# is given (the lesson's variant); the primitive ``matmul`` picks its tiles by shape there
+# (``simulator_tiles``, below). Tests run PRODUCTION explicitly.
 SIMULATOR_DEFAULT = dict(BM=16, BN=16, BK=4, TM=2, TN=2)
 DEFAULT = SIMULATOR_DEFAULT if SIMULATOR else PRODUCTION
 PAD = 4  # shared-tile row padding (words): transposed-operand tile stores hit distinct banks
@@ -230,6 +231,58 @@ def matmul_register_tiled(a: View, b: View, BM=None, BN=None, BK=None, TM=None, 
     return checked_launch(a, b, launch)
 
 
+# --- the simulator's tiles ---------------------------------------------------------------------
+SIMULATOR_COST = dict(block=1.4e-3, thread=1.7e-4, thread_slice=2.5e-4, access=2.5e-6)
+"""Seconds the checked simulator spends per block, per thread, per thread and K slice (its two
+barriers: each switches every thread of the block out and in) and per element access of the
+register-tiled kernel: a least-squares fit to timed launches (6 shapes x 6 tile shapes) on
+the project's 2-core machine; ``python benchmarks/simulator_matmul_tiles.py`` measures them
+again and prints the fit."""
+
+
+def simulator_cost(M, N, K, nbatch, BM, BN, BK, TM, TN):
+    """Predicted checked-simulator seconds of one launch (:data:`SIMULATOR_COST`)."""
+    threads = (BM // TM) * (BN // TN)
+    blocks = -(-M // BM) * -(-N // BN) * nbatch
+    slices = -(-K // BK)
+    per_slice = BM * BK // threads + BK * BN // threads + BK * (TM + TN + 4 * TM * TN)
+    c = SIMULATOR_COST
+    return blocks * (c["block"] + threads * (c["thread"] + slices * c["thread_slice"]
+                                             + (slices * per_slice + TM * TN) * c["access"]))
+
+
+def _valid(BM, BN, BK, TM, TN):
+    threads = (BM // TM) * (BN // TN)
+    return (BM % TM == 0 and BN % TN == 0 and threads <= 256 and (BM * BK) % threads == 0
+            and (BK * BN) % threads == 0)
+
+
+SIMULATOR_TILES = [dict(BM=bm, BN=bn, BK=bk, TM=tm, TN=tn)
+                   for bm in (1, 2, 4, 8, 16, 32, 64) for bn in (1, 2, 4, 8, 16, 32, 64)
+                   for bk in (4, 8, 16, 32) for tm in (1, 2, 4) for tn in (1, 2, 4)
+                   if _valid(bm, bn, bk, tm, tn)]
+"""The tile shapes the simulator chooses from (every one a valid ``matmul_register_tiled``)."""
+
+
+@functools.lru_cache(maxsize=4096)
+def simulator_tiles(M, N, K, nbatch=1) -> tuple:
+    """The tile shape the simulator runs an (M x K) @ (K x N) product with, as ``(BM, BN, BK,
+    TM, TN)``: the one of :data:`SIMULATOR_TILES` with the least predicted cost.
+
+    On a GPU a thread that only pads an edge tile is nearly free and PRODUCTION's 128 x 128
+    tile is right; on the simulator every CUDA thread is an OS thread and costs the same
+    whether it works or pads, so the tile must fit the matrix: a (2 x 64) @ (64 x 256) layer
+    of batch 2 runs as 2 x 64 tiles of 16 threads instead of 16 x 16 tiles of 64 threads, 8
+    times fewer simulated threads and a tenth of the time. Same kernel, same checks."""
+    best = min(SIMULATOR_TILES, key=lambda t: simulator_cost(M, N, K, nbatch, **t))
+    return tuple(best.values())
+
+
 def matmul(a: View, b: View):
-    """Contract ``matmul``: (B, M, K) @ (B, K, N) -> dense (B, M, N), register-tiled."""
-    return matmul_register_tiled(a, b)
+    """Contract ``matmul``: (B, M, K) @ (B, K, N) -> dense (B, M, N), register-tiled
+    (PRODUCTION tiles on a GPU, :func:`simulator_tiles` on the simulator)."""
+    if not SIMULATOR:
+        return matmul_register_tiled(a, b)
+    (nbatch, M, K), N = a.shape, b.shape[-1]
+    BM, BN, BK, TM, TN = simulator_tiles(M, N, max(K, 1), min(nbatch, MAX_GRID_Z))
+    return matmul_register_tiled(a, b, BM, BN, BK, TM, TN)
