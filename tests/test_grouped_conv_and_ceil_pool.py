@@ -1,6 +1,8 @@
-"""Grouped and depthwise convolutions (``groups`` > 1) and ``MaxPool2d(ceil_mode=True)``, two
-gaps the PyTorch-program corpus found: against torch on copied weights, on both devices, with
+"""Grouped and depthwise convolutions (``groups`` > 1), ``MaxPool2d(ceil_mode=True)`` and
+``AvgPool2d(ceil_mode=True)``, gaps the PyTorch-program corpus and issue #26 found: against torch on copied weights, on both devices, with
 float64 gradcheck."""
+import re
+
 import numpy as np
 import pytest
 
@@ -64,7 +66,8 @@ def test_bad_groups_raise_torchs_errors():
 
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
 @pytest.mark.parametrize("h, w, k, s, p", [(5, 5, 2, 2, 0), (7, 6, 3, 2, 1), (4, 9, 3, 3, 0),
-                                           (5, 5, 2, 1, 0), (6, 6, 3, 2, 1)])
+                                           (5, 5, 2, 1, 0), (6, 6, 3, 2, 1),
+                                           (2, 2, 3, 2, 0)])
 def test_max_pool_ceil_mode_matches_torch(device, h, w, k, s, p):
     """ceil_mode=True: the partial windows at the edges; values, indices and gradients as
     torch's."""
@@ -83,3 +86,75 @@ def test_max_pool_ceil_mode_matches_torch(device, h, w, k, s, p):
     np.testing.assert_allclose(mine.grad.cpu().numpy(), ref.grad.numpy(), rtol=1e-6)
     layer = mg.nn.MaxPool2d(k, s, p, ceil_mode=True)
     assert layer(mg.tensor(x)).shape == tuple(want.shape)
+
+
+AVG_CEIL_CASES = [(h, w, k, s, p) for h in (4, 5, 7) for w in (3, 6) for k in (1, 2, 3, 4)
+                  for s in (1, 2, 3) for p in range(k // 2 + 1)]
+
+
+@pytest.mark.parametrize("include_pad", [True, False])
+@pytest.mark.parametrize("h, w, k, s, p", AVG_CEIL_CASES)
+def test_avg_pool_ceil_mode_matches_torch(h, w, k, s, p, include_pad):
+    """ceil_mode=True on many shapes (cpu): the partial windows' divisors count the padding
+    (count_include_pad=True) but never the cells beyond it; a last window starting in the
+    right padding is dropped. Values and gradients as torch's."""
+    rng = np.random.default_rng(h * 1000 + w * 100 + k * 10 + s)
+    x = rng.standard_normal((1, 2, h, w))
+    kw = dict(ceil_mode=True, count_include_pad=include_pad)
+    try:
+        want = torch.nn.functional.avg_pool2d(torch.tensor(x, requires_grad=True), k, s, p, **kw)
+    except RuntimeError as e:
+        with pytest.raises(RuntimeError, match=re.escape(str(e))):
+            mg.nn.functional.avg_pool2d(mg.tensor(x), k, s, p, **kw)
+        return
+    ref = torch.tensor(x, requires_grad=True)
+    want = torch.nn.functional.avg_pool2d(ref, k, s, p, **kw)
+    g = rng.standard_normal(tuple(want.shape))
+    want.backward(torch.tensor(g))
+    mine = mg.tensor(x, requires_grad=True)
+    got = mg.nn.functional.avg_pool2d(mine, k, s, p, **kw)
+    got.backward(mg.tensor(g))
+    assert got.shape == tuple(want.shape)
+    np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-12,
+                               atol=1e-12)
+    np.testing.assert_allclose(mine.grad.numpy(), ref.grad.numpy(), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+@pytest.mark.parametrize("h, w, k, s, p, include_pad, divisor", [
+    (5, 5, 2, 2, 0, True, None), (7, 6, 3, 2, 1, True, None), (7, 6, 3, 2, 1, False, None),
+    (4, 9, 3, 3, 0, False, None), (6, 6, 3, 2, 1, True, 5), (5, 7, 3, 2, 1, False, 2),
+    (6, 6, 2, 2, 1, True, None)])
+def test_avg_pool_ceil_mode_layer_float32(device, h, w, k, s, p, include_pad, divisor):
+    """nn.AvgPool2d(ceil_mode=True) on both devices, float32, with and without
+    divisor_override; forward and input gradient as torch's."""
+    rng = np.random.default_rng(h * 10 + w)
+    x = rng.standard_normal((2, 3, h, w)).astype(np.float32)
+    args = (k, s, p, True, include_pad, divisor)
+    ref = torch.tensor(x, requires_grad=True)
+    want = torch.nn.AvgPool2d(*args)(ref)
+    (want * want).sum().backward()
+    mine = mg.tensor(x, device=device, requires_grad=True)
+    got = mg.nn.AvgPool2d(*args)(mine)
+    (got * got).sum().backward()
+    assert got.shape == tuple(want.shape)
+    np.testing.assert_allclose(got.detach().cpu().numpy(), want.detach().numpy(), rtol=1e-5,
+                               atol=1e-6)
+    np.testing.assert_allclose(mine.grad.cpu().numpy(), ref.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_avg_pool_ceil_mode_gradcheck_and_errors():
+    x = mg.tensor(np.random.default_rng(3).standard_normal((1, 2, 5, 6)), requires_grad=True)
+    for include_pad in (True, False):
+        assert gradcheck(lambda x: mg.nn.functional.avg_pool2d(
+            x, 3, 2, 1, ceil_mode=True, count_include_pad=include_pad), (x,))
+    assert gradcheck(lambda x: mg.nn.functional.avg_pool2d(
+        x, 2, 2, ceil_mode=True, divisor_override=3), (x,))
+    # the window count rounds up: a 2x2 input gives one 3x3 window at stride 2, none at 1
+    assert mg.nn.functional.avg_pool2d(mg.ones(1, 1, 2, 2), 3, 2, ceil_mode=True).shape == \
+        (1, 1, 1, 1)
+    with pytest.raises(RuntimeError, match=r"Given input size: \(1x2x2\). Calculated output "
+                                           r"size: \(1x0x0\). Output size is too small"):
+        mg.nn.functional.avg_pool2d(mg.ones(1, 1, 2, 2), 3, 1, ceil_mode=True)
+    with pytest.raises(RuntimeError, match="divisor must be not zero"):
+        mg.nn.functional.avg_pool2d(mg.ones(1, 1, 4, 4), 2, ceil_mode=True, divisor_override=0)

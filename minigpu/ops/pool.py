@@ -5,7 +5,8 @@
   one input pixel (``maxpool2d_backward``, overlapping windows summed). PyTorch's
   ``return_indices=True`` returns the same indices.
 * ``avg_pool2d``: the mean of each window; backward spreads ``g / window_size`` back over the
-  window (``avgpool2d_backward``).
+  window (``avgpool2d_backward``). ``ceil_mode`` and ``divisor_override`` rescale that mean
+  (a product with a constant divisor map, which autograd differentiates).
 * ``adaptive_avg_pool2d``: output size given, windows derived. When the input divides evenly it
   *is* an average pool (kernel = stride = input // output). Otherwise PyTorch's windows
   ``[floor(i*H/OH), ceil((i+1)*H/OH))`` overlap unevenly; their averages are separable, so the
@@ -65,8 +66,6 @@ def _pool_args(name, input, kernel_size, stride, padding, dilation=1, ceil_mode=
                            f"input of shape {tuple(input.shape)}")
     if input.dtype.kind != "f":
         raise RuntimeError(f"{name}: expected a floating point input, got {input.dtype}")
-    if ceil_mode and name != "max_pool2d":
-        raise NotImplementedError(f"{name}: minigpu supports ceil_mode=False only")
     if pair(dilation, "dilation") != (1, 1):
         raise NotImplementedError(f"{name}: minigpu supports dilation=1 only")
     kernel = pair(kernel_size, "kernel_size")
@@ -79,12 +78,12 @@ def _pool_args(name, input, kernel_size, stride, padding, dilation=1, ceil_mode=
     if any(p < 0 or p > k // 2 for p, k in zip(padding, kernel)):
         raise RuntimeError(f"{name}: pad should be at most half of effective kernel size, but "
                            f"got pad={padding}, kernel_size={kernel}")
-    h, w = input.shape[-2:]
-    oh, ow = (conv_out_size(h, kernel[0], stride[0], padding[0]),
-              conv_out_size(w, kernel[1], stride[1], padding[1]))
+    c, h, w = input.shape[-3:]
+    oh, ow = (_out_size(h, kernel[0], stride[0], padding[0], ceil_mode),
+              _out_size(w, kernel[1], stride[1], padding[1], ceil_mode))
     if oh < 1 or ow < 1:
-        raise RuntimeError(f"{name}: Given input size: ({h}x{w}). Calculated output size: "
-                           f"({oh}x{ow}). Output size is too small")
+        raise RuntimeError(f"{name}: Given input size: ({c}x{h}x{w}). Calculated output size: "
+                           f"({c}x{oh}x{ow}). Output size is too small")
     return kernel, stride, padding
 
 
@@ -92,25 +91,45 @@ def _batched(input):
     return (input.unsqueeze(0), True) if input.ndim == 3 else (input, False)
 
 
-def _ceil_extra(size, k, s, p):
-    """How many cells to append after ``size`` so that floor-mode pooling gives ceil_mode's
-    output: PyTorch rounds the window count up, but drops a last window that would start in
-    the right padding."""
+def _out_size(size, k, s, p, ceil_mode):
+    """The number of windows along one axis. ceil_mode: PyTorch rounds the count up, but drops
+    a last window that would start in the right padding."""
+    if not ceil_mode:
+        return conv_out_size(size, k, s, p)
     out = -(-(size + 2 * p - k) // s) + 1
     if (out - 1) * s >= size + p:
         out -= 1
-    return max((out - 1) * s + k - (size + 2 * p), 0)
+    return out
 
 
-def _append_neg_inf(x, rows, cols):
-    """x (N, C, H, W) with ``rows`` rows and ``cols`` columns of -inf after its last ones: cells
-    no window's maximum can come from."""
+def _ceil_extra(size, k, s, p):
+    """How many cells to append after ``size`` so that floor-mode pooling gives ceil_mode's
+    output."""
+    return max((_out_size(size, k, s, p, True) - 1) * s + k - (size + 2 * p), 0)
+
+
+def _append(x, rows, cols, value):
+    """x (N, C, H, W) with ``rows`` rows and ``cols`` columns of ``value`` after its last ones."""
     n, c, h, w = x.shape
     if cols:
-        x = cat([x, Tensor._full((n, c, h, cols), -math.inf, x.dtype, x.device)], 3)
+        x = cat([x, Tensor._full((n, c, h, cols), value, x.dtype, x.device)], 3)
     if rows:
-        x = cat([x, Tensor._full((n, c, rows, w + cols), -math.inf, x.dtype, x.device)], 2)
+        x = cat([x, Tensor._full((n, c, rows, w + cols), value, x.dtype, x.device)], 2)
     return x
+
+
+def _divisors(size, out, k, s, p, count_include_pad):
+    """PyTorch's divisor along one axis for each of the ``out`` windows: the window clipped to
+    the padded input (count_include_pad) or to the input itself. The cells ceil_mode appends
+    beyond the padded input never count."""
+    result = []
+    for i in range(out):
+        start = i * s - p
+        end = min(start + k, size + p)
+        if not count_include_pad:
+            start, end = max(start, 0), min(end, size)
+        result.append(end - start)
+    return result
 
 
 @op(method=False, F=True, module="MaxPool2d")
@@ -127,7 +146,9 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
         rows = _ceil_extra(h, kernel[0], stride[0], padding[0])
         cols = _ceil_extra(w, kernel[1], stride[1], padding[1])
     if rows or cols:
-        out, indices = MaxPool2d.apply(_append_neg_inf(x, rows, cols), kernel, stride, padding)
+        # -inf: cells no window's maximum can come from.
+        out, indices = MaxPool2d.apply(_append(x, rows, cols, -math.inf), kernel, stride,
+                                       padding)
         width = x.shape[3]
         indices = indices // (width + cols) * width + indices % (width + cols)  # unextended
     else:
@@ -140,19 +161,33 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
 @op(method=False, F=True, module="AvgPool2d")
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=True, divisor_override=None):
-    """``torch.nn.functional.avg_pool2d`` (ceil_mode=False). ``divisor_override`` divides
-    each window's sum by a fixed number instead of its size."""
+    """``torch.nn.functional.avg_pool2d``. ``divisor_override`` divides each window's sum by
+    a fixed number instead of its size. ``ceil_mode=True``: the partial windows at the right and
+    bottom edges count too; the input is extended with zeros, and each window's mean over its
+    kh*kw cells is rescaled to PyTorch's divisor (which never counts those extra cells)."""
     kernel, stride, padding = _pool_args("avg_pool2d", input, kernel_size, stride, padding,
                                          ceil_mode=ceil_mode)
+    if divisor_override is not None and divisor_override == 0:
+        raise RuntimeError("avg_pool2d: divisor must be not zero")
     x, unbatched = _batched(input)
-    if divisor_override is not None:
-        if divisor_override == 0:
-            raise RuntimeError("avg_pool2d: divisor must be not zero")
-        # Every window of a floor-mode pool with count_include_pad covers kh*kw cells.
-        out = AvgPool2d.apply(x, kernel, stride, padding, True)
-        out = out * (kernel[0] * kernel[1] / float(divisor_override))
-    else:
+    h, w = x.shape[2:]
+    rows = cols = 0
+    if ceil_mode:
+        rows = _ceil_extra(h, kernel[0], stride[0], padding[0])
+        cols = _ceil_extra(w, kernel[1], stride[1], padding[1])
+    if divisor_override is None and not (rows or cols):
         out = AvgPool2d.apply(x, kernel, stride, padding, bool(count_include_pad))
+    else:
+        # Every window of a floor-mode pool with count_include_pad covers kh*kw cells.
+        out = AvgPool2d.apply(_append(x, rows, cols, 0.0), kernel, stride, padding, True)
+        if divisor_override is not None:
+            out = out * (kernel[0] * kernel[1] / float(divisor_override))
+        else:
+            oh, ow = out.shape[2:]
+            dh = _divisors(h, oh, kernel[0], stride[0], padding[0], count_include_pad)
+            dw = _divisors(w, ow, kernel[1], stride[1], padding[1], count_include_pad)
+            scale = [[kernel[0] * kernel[1] / (a * b) for b in dw] for a in dh]
+            out = out * Tensor._from_array(scale, out.device, out.dtype)
     return out.squeeze(0) if unbatched else out
 
 
