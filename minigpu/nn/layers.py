@@ -84,16 +84,14 @@ class _ConvNd(Module):
     """What Conv1d, Conv2d and ConvTranspose2d share: arguments, PyTorch's parameter layout
     and initialisation (kaiming_uniform_(a=sqrt(5)) and U(-1/sqrt(fan_in), 1/sqrt(fan_in))),
     and repr. ``ntuple`` makes a size argument one int per spatial dim; a transposed layer's
-    weight is (in_channels, out_channels, *kernel_size), a plain one's (out, in, *kernel)."""
+    weight is (in_channels, out_channels / groups, *kernel_size), a plain one's
+    (out, in / groups, *kernel)."""
 
     def __init__(self, in_channels, out_channels, kernel_size, stride, padding, dilation,
                  groups, bias, padding_mode, device, dtype, *, ntuple, transposed=False,
                  output_padding=0):
         super().__init__()
         name = type(self).__name__
-        if groups != 1 and transposed:
-            raise NotImplementedError(f"{name}: minigpu supports groups=1 only, got "
-                                      f"groups={groups}")
         if groups < 1 or in_channels % groups or out_channels % groups:
             raise ValueError("in_channels and out_channels must be divisible by groups (and "
                              f"groups positive), got {in_channels}, {out_channels} and {groups}")
@@ -108,7 +106,7 @@ class _ConvNd(Module):
         self.groups, self.padding_mode = groups, padding_mode
         self.output_padding = ntuple(output_padding)
         self.transposed = transposed
-        channels = ((in_channels, out_channels) if transposed
+        channels = ((in_channels, out_channels // groups) if transposed
                     else (out_channels, in_channels // groups))
         self.weight = Parameter(creation.empty(*channels, *self.kernel_size, device=device,
                                                dtype=dtype))

@@ -1,4 +1,4 @@
-"""Transposed 2-D convolution (the adjoint of conv2d, "deconvolution"), NCHW, groups=1.
+"""Transposed 2-D convolution (the adjoint of conv2d, "deconvolution"), NCHW.
 
 conv2d is ``cols = im2col(x); y = W2 @ cols``. Its transpose swaps the two halves of that
 pipeline and transposes the weight matrix, so it reuses both primitives::
@@ -12,6 +12,9 @@ pipeline and transposes the weight matrix, so it reuses both primitives::
 The weight is laid out (C_in, C_out, kh, kw) like PyTorch's; ``W2^T`` enters the batched
 matmul as a stride view (batch stride 0), never a copy. Output size per spatial dim:
 ``(H - 1)*stride - 2*padding + dilation*(k - 1) + output_padding + 1``.
+
+``groups`` > 1 is composed of ``groups`` plain transposed convolutions on channel views, as
+conv2d's groups are (``_grouped``); the weight is then (C_in, C_out/groups, kh, kw).
 """
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ from ..dtypes import autocast_cast
 from ..tensor import Tensor
 from .conv import check_conv_args, sum_of_products
 from .registry import op
-from .shape import contiguous
+from .shape import cat, contiguous, narrow
 
 
 def transposed_out_size(size, k, stride, padding, dilation, output_padding):
@@ -77,10 +80,13 @@ class ConvTranspose2d(Function):
 @op(method=False, F=True, module="ConvTranspose2d")
 def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
                      dilation=1, *, name="conv_transpose2d"):
-    """``torch.nn.functional.conv_transpose2d`` for groups=1: (N,C_in,H,W) or unbatched
-    (C_in,H,W) input, weight (C_in, C_out, kH, kW), int or pair stride/padding/
-    output_padding/dilation."""
+    """``torch.nn.functional.conv_transpose2d``: (N,C_in,H,W) or unbatched (C_in,H,W) input,
+    weight (C_in, C_out/groups, kH, kW), int or pair stride/padding/output_padding/dilation;
+    ``groups`` > 1 as one transposed convolution per group (:func:`_grouped`)."""
     input, weight, bias = autocast_cast("conv_transpose2d", input, weight, bias)
+    if groups != 1:
+        return _grouped(input, weight, bias, stride, padding, output_padding, groups, dilation,
+                        name)
     x, unbatched = check_conv_args(name, input, weight, bias, groups, transposed=True)
     kh, kw = weight.shape[2:]
     stride, padding = pair(stride, "stride"), pair(padding, "padding")
@@ -103,3 +109,29 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
                            f"padding {padding}")
     out = ConvTranspose2d.apply(x, weight, bias, stride, padding, output_padding, dilation)
     return out.squeeze(0) if unbatched else out
+
+
+def _grouped(input, weight, bias, stride, padding, output_padding, groups, dilation, name):
+    """A grouped transposed convolution composed of ``groups`` plain ones: group g maps input
+    channels [g*C/groups, (g+1)*C/groups) through weight rows of the same range (weight
+    (C, OC/groups, kH, kW)) to output channels [g*OC/groups, (g+1)*OC/groups); the outputs are
+    concatenated along the channels. Each group is a view (no copy) until the concatenation."""
+    c = input.shape[-3] if input.ndim >= 3 else None
+    if not isinstance(groups, int) or groups < 1:
+        raise RuntimeError(f"{name}: non-positive groups is not supported (got {groups})")
+    if weight.shape[0] % groups:
+        raise RuntimeError(f"Given groups={groups}, expected weight to be divisible by {groups} "
+                           f"at dimension 0, but got weight of size {list(weight.shape)} instead")
+    if weight.ndim != 4 or c != weight.shape[0]:
+        raise RuntimeError(f"Given transposed=1, weight of size {list(weight.shape)}, expected "
+                           f"input{list(input.shape)} to have {weight.shape[0]} channels, but "
+                           f"got {c} channels instead")
+    cg, og = c // groups, weight.shape[1]
+    if bias is not None and tuple(bias.shape) != (og * groups,):
+        raise RuntimeError(f"Given transposed=1, weight of size {list(weight.shape)}, expected "
+                           f"bias to be 1-dimensional with {og * groups} elements, but got bias "
+                           f"of size {list(bias.shape)} instead")
+    return cat([conv_transpose2d(narrow(input, -3, g * cg, cg), narrow(weight, 0, g * cg, cg),
+                                 None if bias is None else narrow(bias, 0, g * og, og),
+                                 stride, padding, output_padding, 1, dilation, name=name)
+                for g in range(groups)], -3)
