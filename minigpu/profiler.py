@@ -12,6 +12,32 @@
 ``print(prof)`` is ``prof.table()``. ``with minigpu.profiler.record_function("data"):`` adds a
 named range of your own (it nests like an op; outside a profile it costs nothing).
 
+PyTorch's arguments work unchanged (``import minigpu as torch``)::
+
+    from torch.profiler import profile, record_function, ProfilerActivity, schedule
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True,
+                 profile_memory=True, with_stack=True) as prof:
+        with record_function("model_inference"):
+            model(inputs)
+    print(prof.key_averages(group_by_input_shape=True).table(sort_by="cpu_time_total"))
+
+- ``activities``: ``CPU`` records the ops, the ``record_function`` ranges and the cpu
+  device's primitives; ``CUDA`` records the cuda device's primitives (its kernel launches).
+  The default is both (those the machine can run).
+- ``record_shapes``: each record keeps its inputs' shapes (``[]`` for a non-tensor);
+  ``key_averages(group_by_input_shape=True)`` gives one row per (name, shapes).
+- ``profile_memory``: each primitive's record keeps the bytes of the buffers it returns (what
+  it allocated; frees are not counted); an op's memory is the sum of what runs inside it.
+  The table gains ``Mem`` and ``Self Mem`` columns.
+- ``with_stack``: each record keeps the innermost frames of *your* code (outside minigpu)
+  that led to it; ``key_averages(group_by_stack_n=5)`` groups by them and the table shows
+  them, ``export_stacks(path)`` writes them for a flame graph.
+- ``schedule=schedule(wait=1, warmup=1, active=2, repeat=1)`` with ``prof.step()`` after each
+  training step: only the active steps are recorded, each as a range ``ProfilerStep#N``, and
+  at the end of each active window ``on_trace_ready(prof)`` is called (also at the end of the
+  block, as without a schedule); ``tensorboard_trace_handler(dir)`` is such a handler, writing
+  a Chrome trace per window. The reports then cover the last window.
+
 Two levels are recorded:
 
 - **ops** — every autograd :class:`~minigpu.autograd.Function` call: its forward
@@ -27,11 +53,13 @@ for an op, the Python work of building views and checking shapes). **share** is 
 over the wall time of the ``with`` block; shares of nested rows overlap, so they do not add
 up to 100 %.
 
-Sort keys: ``total``, ``self``, ``calls``, ``mean``, or PyTorch's names for them
-(``cpu_time_total``/``cuda_time_total``/``device_time_total`` = total,
+Sort keys: ``total``, ``self``, ``calls``, ``mean``, ``memory``, ``self_memory``, or PyTorch's
+names for them (``cpu_time_total``/``cuda_time_total``/``device_time_total`` = total,
 ``self_cpu_time_total``/``self_cuda_time_total`` = self, ``count`` = calls,
-``cpu_time``/``cuda_time`` = mean). Each row is measured with one clock (its ``Clock`` column),
-so the cpu/cuda names sort the same column.
+``cpu_time``/``cuda_time`` = mean, ``cpu_memory_usage``/``cuda_memory_usage`` = memory, with
+``self_`` = self_memory). Each row is measured with one clock (its ``Clock`` column), so the
+cpu/cuda names sort the same column; a row's PyTorch attributes (``key``, ``count``,
+``cpu_time_total``, ``self_cuda_time_total``, ..., in microseconds as PyTorch's) read it too.
 
 Timing
 ------
@@ -66,9 +94,11 @@ events, placed by their device time since the profile began.
 from __future__ import annotations
 
 import contextlib
+import enum
 import functools
 import json
 import os
+import socket
 import sys
 import time
 from typing import NamedTuple
@@ -92,6 +122,24 @@ class Row(NamedTuple):
     mean_ms: float   # total / calls
     share: float     # total / wall time of the profile
     clock: str       # "cuda events", "perf_counter (simulator)" or "perf_counter"
+    input_shapes: tuple = None  # with key_averages(group_by_input_shape=True)
+    stack: tuple = None         # with key_averages(group_by_stack_n=n): the innermost n frames
+    memory: int = 0             # bytes allocated inside (profile_memory=True)
+    self_memory: int = 0        # bytes allocated by the primitive itself
+
+    # PyTorch's names (FunctionEventAvg), times in microseconds; one clock per row
+    key = property(lambda r: r.name)
+    count = property(lambda r: r.calls)
+    cpu_time_total = cuda_time_total = device_time_total = property(lambda r: r.total_ms * 1e3)
+    self_cpu_time_total = self_cuda_time_total = self_device_time_total = property(
+        lambda r: r.self_ms * 1e3)
+    cpu_time = cuda_time = device_time = property(lambda r: r.mean_ms * 1e3)
+    cpu_memory_usage = property(lambda r: r.memory if r.clock == "perf_counter" else 0)
+    cuda_memory_usage = device_memory_usage = property(
+        lambda r: r.memory if r.clock != "perf_counter" else 0)
+    self_cpu_memory_usage = property(lambda r: r.self_memory if r.clock == "perf_counter" else 0)
+    self_cuda_memory_usage = self_device_memory_usage = property(
+        lambda r: r.self_memory if r.clock != "perf_counter" else 0)
 
 
 _SORT_KEYS = {
@@ -100,38 +148,143 @@ _SORT_KEYS = {
     "self_cuda_time_total": "self_ms", "self_device_time_total": "self_ms",
     "calls": "calls", "count": "calls", "mean": "mean_ms", "cpu_time": "mean_ms",
     "cuda_time": "mean_ms", "device_time": "mean_ms",
+    "memory": "memory", "cpu_memory_usage": "memory", "cuda_memory_usage": "memory",
+    "device_memory_usage": "memory", "self_memory": "self_memory",
+    "self_cpu_memory_usage": "self_memory", "self_cuda_memory_usage": "self_memory",
+    "self_device_memory_usage": "self_memory",
 }
+
+
+class ProfilerActivity(enum.Enum):
+    """What ``profile(activities=...)`` records: ``CPU`` the ops, the ``record_function``
+    ranges and the cpu device's primitives, ``CUDA`` the cuda device's primitives."""
+    CPU = 0
+    CUDA = 1
+
+
+def supported_activities():
+    """The activities this machine can record: CUDA with a GPU or the simulator."""
+    return {ProfilerActivity.CPU} | ({ProfilerActivity.CUDA} if _cuda_usable() else set())
+
+
+class ProfilerAction(enum.Enum):
+    """What a :func:`schedule` tells the profiler to do at a step."""
+    NONE = 0
+    WARMUP = 1
+    RECORD = 2
+    RECORD_AND_SAVE = 3
+
+
+def schedule(*, wait, warmup, active, repeat=0, skip_first=0):
+    """PyTorch's profiler schedule: after ``skip_first`` steps, cycles of ``wait`` steps not
+    recorded, ``warmup`` steps not recorded either (PyTorch warms its tracer up; minigpu has
+    nothing to warm) and ``active`` recorded steps, whose last one saves (``on_trace_ready``);
+    ``repeat`` cycles (0: until the block ends). Returns ``step -> ProfilerAction``."""
+    if wait < 0 or warmup < 0 or active <= 0 or repeat < 0 or skip_first < 0:
+        raise AssertionError(f"Invalid profiler schedule arguments. Got wait={wait} (need >= 0), "
+                             f"warmup={warmup} (need >= 0), active={active} (need > 0), "
+                             f"repeat={repeat} (need >= 0), skip_first={skip_first} (need >= 0).")
+
+    def action(step):
+        if step < skip_first:
+            return ProfilerAction.NONE
+        step -= skip_first
+        cycle = wait + warmup + active
+        if repeat > 0 and step // cycle >= repeat:
+            return ProfilerAction.NONE
+        phase = step % cycle
+        if phase < wait:
+            return ProfilerAction.NONE
+        if phase < wait + warmup:
+            return ProfilerAction.WARMUP
+        return ProfilerAction.RECORD if phase < cycle - 1 else ProfilerAction.RECORD_AND_SAVE
+    return action
+
+
+def tensorboard_trace_handler(dir_name, worker_name=None, use_gzip=False):
+    """An ``on_trace_ready`` handler writing each window's Chrome trace to
+    ``dir_name/<worker_name>.<time ns>.pt.trace.json`` (TensorBoard's profiler plugin and
+    Perfetto read it); ``worker_name`` defaults to ``<hostname>_<pid>``."""
+    if use_gzip:
+        raise NotImplementedError("tensorboard_trace_handler: minigpu writes plain JSON only "
+                                  "(use_gzip=False)")
+
+    def handler(prof):
+        os.makedirs(dir_name, exist_ok=True)
+        name = worker_name or f"{socket.gethostname()}_{os.getpid()}"
+        prof.export_chrome_trace(os.path.join(dir_name, f"{name}.{time.time_ns()}.pt.trace.json"))
+    return handler
+
+
+def _format_bytes(n):
+    for unit, size in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if abs(n) >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{n} B"
 
 
 class EventList(list):
     """The rows of :meth:`profile.key_averages` (a list of :class:`Row`), printable like
     PyTorch's: ``prof.key_averages().table(sort_by="cpu_time_total", row_limit=10)``."""
 
-    def __init__(self, rows, wall_ms=0.0):
+    def __init__(self, rows, wall_ms=0.0, memory=False):
         super().__init__(rows)
-        self.wall_ms = wall_ms
+        self.wall_ms, self.memory = wall_ms, memory
 
     def sorted(self, sort_by="total"):
+        """The rows most expensive first by ``sort_by`` (``None``: as they are)."""
+        if sort_by is None:
+            return self
         if sort_by not in _SORT_KEYS:
             raise ValueError(f"sort_by must be one of {sorted(_SORT_KEYS)}, got {sort_by!r}")
         field = _SORT_KEYS[sort_by]
         return EventList(sorted(self, key=lambda r: getattr(r, field), reverse=True),
-                         self.wall_ms)
+                         self.wall_ms, self.memory)
 
-    def table(self, sort_by="total", row_limit=100) -> str:
-        """The rows as a text table, most expensive first by ``sort_by``."""
-        rows = self.sorted(sort_by)[:row_limit]
+    def table(self, sort_by="total", row_limit=100, max_name_column_width=55, header=None,
+              **_widths) -> str:
+        """The rows as a text table, most expensive first by ``sort_by``; ``row_limit`` <= 0
+        or None shows all. With profile_memory the ``Mem`` columns, with rows grouped by input
+        shape an ``Input Shapes`` column, grouped by stack the frames under each row.
+        (PyTorch's other column-width arguments are accepted and ignored.)"""
+        rows = self.sorted(sort_by)
+        if row_limit is not None and row_limit > 0:
+            rows = rows[:row_limit]
         clocks = sorted({r.clock for r in rows}) or ["-"]
-        width = max([len(r.name) for r in rows] + [4])
-        lines = [f"minigpu profile: {self.wall_ms:.3f} ms wall, sorted by {sort_by}; clock: "
-                 + ", ".join(clocks),
-                 (f"{'Name':<{width}}  {'Kind':<9}  {'Calls':>6}  {'Total ms':>10}  "
-                  f"{'Self ms':>10}  {'Mean ms':>10}  {'Share':>6}  Clock")]
-        lines.append("-" * len(lines[-1]))
+        width = min(max([len(r.name) for r in rows] + [4]), max_name_column_width)
+        shapes = any(r.input_shapes is not None for r in rows)
+        head = (f"{'Name':<{width}}  {'Kind':<9}  {'Calls':>6}  {'Total ms':>10}  "
+                f"{'Self ms':>10}  {'Mean ms':>10}  {'Share':>6}  ")
+        head += f"{'Mem':>10}  {'Self Mem':>10}  " if self.memory else ""
+        head += "Clock" + ("                    Input Shapes" if shapes else "")
+        lines = ([header] if header else []) + [
+            f"minigpu profile: {self.wall_ms:.3f} ms wall, sorted by {sort_by}; clock: "
+            + ", ".join(clocks), head, "-" * len(head)]
         for r in rows:
-            lines.append(f"{r.name:<{width}}  {r.kind:<9}  {r.calls:>6}  {r.total_ms:>10.3f}  "
-                         f"{r.self_ms:>10.3f}  {r.mean_ms:>10.4f}  {r.share:>6.1%}  {r.clock}")
+            name = r.name if len(r.name) <= width else r.name[:width - 3] + "..."
+            line = (f"{name:<{width}}  {r.kind:<9}  {r.calls:>6}  {r.total_ms:>10.3f}  "
+                    f"{r.self_ms:>10.3f}  {r.mean_ms:>10.4f}  {r.share:>6.1%}  ")
+            if self.memory:
+                line += f"{_format_bytes(r.memory):>10}  {_format_bytes(r.self_memory):>10}  "
+            line += f"{r.clock:<24}" + (f"    {[list(s) for s in r.input_shapes]}" if shapes else "")
+            lines.append(line.rstrip())
+            lines.extend(f"{'':<{width}}    {frame}" for frame in r.stack or ())
         return "\n".join(lines)
+
+    def export_stacks(self, path, metric="self_cpu_time_total"):
+        """PyTorch's flame-graph input: per row with a stack, ``outer;...;inner;name value``
+        (value: ``metric`` in microseconds, ``self_cpu_time_total`` or
+        ``self_cuda_time_total``). Needs ``with_stack=True`` and ``group_by_stack_n``."""
+        if metric not in ("self_cpu_time_total", "self_cuda_time_total"):
+            raise ValueError("metric should be one of: ['self_cpu_time_total', "
+                             "'self_cuda_time_total']")
+        clean = str.maketrans(" ;\t\n", "____")
+        with open(os.fspath(path), "w") as f:
+            for r in self:
+                value = int(getattr(r, metric))
+                if r.stack and value > 0:
+                    frames = [e.translate(clean) for e in reversed(r.stack)]
+                    f.write(";".join(frames + [r.name.translate(clean)]) + f" {value}\n")
 
     def __str__(self):
         return self.table()
@@ -139,11 +292,42 @@ class EventList(list):
 
 class _Record:
     __slots__ = ("name", "kind", "device", "clock", "start", "end", "children", "ms", "stream",
-                 "t0_ms")
+                 "t0_ms", "input_shapes", "stack", "self_bytes")
 
     def __init__(self, name, kind, device, clock):
         self.name, self.kind, self.device, self.clock = name, kind, device, clock
         self.children, self.ms, self.t0_ms = [], 0.0, 0.0
+        self.input_shapes, self.stack, self.self_bytes = None, None, 0
+
+    @property
+    def bytes(self):
+        """Bytes allocated inside this record: its own and its children's."""
+        return self.self_bytes + sum(c.bytes for c in self.children)
+
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _user_stack(limit=10):
+    """The innermost frames outside minigpu, PyTorch's ``file(line): function`` form."""
+    frames, frame = [], sys._getframe(2)
+    while frame is not None and len(frames) < limit:
+        path = frame.f_code.co_filename
+        if not os.path.abspath(path).startswith(_PACKAGE) and path != contextlib.__file__:
+            frames.append(f"{path}({frame.f_lineno}): {frame.f_code.co_name}")
+        frame = frame.f_back
+    return tuple(frames)
+
+
+def _shapes(args):
+    return tuple(tuple(a.shape) if isinstance(getattr(a, "shape", None), tuple) else ()
+                 for a in args)
+
+
+def _nbytes(result):
+    """Bytes of the buffers a primitive returned (one, a tuple of them, or None)."""
+    items = result if isinstance(result, tuple) else (result,)
+    return sum(int(getattr(b, "nbytes", 0)) for b in items)
 
 
 @functools.lru_cache(maxsize=None)
@@ -161,10 +345,10 @@ def _cuda_device():
 
 
 @contextlib.contextmanager
-def record_function(name: str):
-    """``with record_function("load batch"):`` records the block as a row named ``name``
-    (kind ``user``) in the running profile, with the ops inside nested under it; does
-    nothing when no profile runs."""
+def record_function(name: str, args=None):
+    """``with record_function("load batch"):`` (or as a decorator) records the block as a row
+    named ``name`` (kind ``user``) in the running profile, with the ops inside nested under
+    it; does nothing when no profile records. ``args`` (PyTorch's) is ignored."""
     profiler = _active
     if profiler is None:
         yield
@@ -185,17 +369,28 @@ def _first_device(args) -> str:
 
 
 class profile:
-    """Context manager that records ops and primitives; see the module docstring.
+    """Context manager that records ops and primitives; see the module docstring for
+    PyTorch's arguments.
 
     ``ops=False`` or ``primitives=False`` leaves that level out. After the block:
     :meth:`table` / ``print(prof)``, :meth:`key_averages` (rows), ``records`` (every call
     in order, nested records in ``.children``), ``wall_ms``.
     """
 
-    def __init__(self, ops=True, primitives=True):
-        self.ops, self.primitives = ops, primitives
-        self.records, self.wall_ms = [], 0.0
+    def __init__(self, activities=None, *, schedule=None, on_trace_ready=None,
+                 record_shapes=False, profile_memory=False, with_stack=False, ops=True,
+                 primitives=True):
+        self.activities = set(supported_activities() if activities is None else activities)
+        if not self.activities <= set(ProfilerActivity):
+            raise ValueError(f"activities must be ProfilerActivity members, got {activities}")
+        self.ops = ops and ProfilerActivity.CPU in self.activities
+        self.primitives = primitives
+        self.schedule, self.on_trace_ready = schedule, on_trace_ready
+        self.record_shapes, self.profile_memory = record_shapes, profile_memory
+        self.with_stack = with_stack
+        self.records, self.wall_ms, self.step_num = [], 0.0, 0
         self._stack, self._patched, self._observer = [], [], None
+        self._recording, self._step_record = False, None
 
     # --- entering and leaving ------------------------------------------------------------
     def __enter__(self):
@@ -212,6 +407,47 @@ class profile:
         except BaseException:
             self._restore()
             raise
+        self._action = self._scheduled(0)
+        if self._action in (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE):
+            self._start_window()
+        return self
+
+    def __exit__(self, *exc):
+        recording = self._recording
+        try:
+            if recording:
+                self._stop_window()
+        finally:
+            self._restore()
+        if recording and self.on_trace_ready is not None and exc[0] is None:
+            self.on_trace_ready(self)
+        return False
+
+    def step(self):
+        """End a training step (with a ``schedule``): close its ``ProfilerStep#N`` range, move
+        to the next step's action, and after the last active step of a window call
+        ``on_trace_ready(self)``."""
+        previous = self._action
+        self.step_num += 1
+        self._action = self._scheduled(self.step_num)
+        record_next = self._action in (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE)
+        if self._recording and (previous == ProfilerAction.RECORD_AND_SAVE or not record_next):
+            self._stop_window()
+            if self.on_trace_ready is not None:
+                self.on_trace_ready(self)
+        if record_next:
+            if self._recording:
+                self._end(self._step_record)
+                self._step_record = self._begin(f"ProfilerStep#{self.step_num}", "user", "cpu")
+            else:
+                self._start_window()
+
+    def _scheduled(self, step):
+        return ProfilerAction.RECORD if self.schedule is None else self.schedule(step)
+
+    def _start_window(self):
+        """Begin recording: a fresh list of records, time 0 of the window."""
+        self.records, self._stack = [], []
         self._synchronize()
         self._ref_event = None
         if self._events_available():  # device time 0 of the trace
@@ -219,23 +455,25 @@ class profile:
             self._ref_event = numba_cuda.event()
             self._ref_event.record(_cuda_device().current_stream())
         self._wall0 = time.perf_counter()
-        return self
+        self._recording = True
+        if self.schedule is not None:
+            self._step_record = self._begin(f"ProfilerStep#{self.step_num}", "user", "cpu")
 
-    def __exit__(self, *exc):
-        try:
-            self._synchronize()
-            self.wall_ms = (time.perf_counter() - self._wall0) * 1e3
-        finally:
-            self._restore()
+    def _stop_window(self):
+        if self._step_record is not None:
+            self._end(self._step_record)
+            self._step_record = None
+        self._synchronize()
+        self.wall_ms = (time.perf_counter() - self._wall0) * 1e3
+        self._recording = False
         self._resolve()
-        return False
 
     def _patch_backends(self):
         if _cuda_usable():  # load it now, so cuda tensors made inside are seen too
             backends.get("cuda")
         for dev, module_name in _BACKEND_MODULES.items():
             module = sys.modules.get(module_name)
-            if module is None:
+            if module is None or ProfilerActivity[dev.upper()] not in self.activities:
                 continue
             for name in PRIMITIVES:
                 original = getattr(module, name, None)
@@ -257,23 +495,32 @@ class profile:
     def _wrap(self, fn, label, dev):
         @functools.wraps(fn)
         def timed(*args, **kwargs):
-            record = self._begin(label, "primitive", dev)
+            record = self._begin(label, "primitive", dev, args)
             try:
-                return fn(*args, **kwargs)
+                result = fn(*args, **kwargs)
+                if record is not None and self.profile_memory:
+                    record.self_bytes = _nbytes(result)
+                return result
             finally:
                 self._end(record)
         return timed
 
     def _observe(self, phase, node, args):
         name = type(node).__name__ + ("Backward" if phase == "backward" else "")
-        record = self._begin(name, "op", _first_device(args))
-        return functools.partial(self._end, record)
+        return functools.partial(self._end, self._begin(name, "op", _first_device(args), args))
 
-    def _begin(self, name, kind, dev):
+    def _begin(self, name, kind, dev, args=()):
+        """Open a record (None while a schedule is not recording)."""
+        if not self._recording:
+            return None
         events = dev == "cuda" and self._events_available()
         clock = ("cuda events" if events else
                  "perf_counter (simulator)" if dev == "cuda" else "perf_counter")
         record = _Record(name, kind, dev, clock)
+        if self.record_shapes:
+            record.input_shapes = _shapes(args)
+        if self.with_stack:
+            record.stack = _user_stack()
         (self._stack[-1].children if self._stack else self.records).append(record)
         self._stack.append(record)
         if events:
@@ -288,6 +535,8 @@ class profile:
         return record
 
     def _end(self, record):
+        if record is None:  # not recording
+            return
         if record.clock == "cuda events":
             from numba import cuda as numba_cuda
             record.end = numba_cuda.event()
@@ -336,24 +585,38 @@ class profile:
             todo.extend(reversed(r.children))
         return out
 
-    def key_averages(self, sort_by="total") -> EventList:
-        """One :class:`Row` per name, sorted by ``sort_by`` (see the module docstring); an
+    def key_averages(self, group_by_input_shape=False, group_by_stack_n=0, *,
+                     sort_by="total") -> EventList:
+        """One :class:`Row` per name (per name and input shapes with
+        ``group_by_input_shape``, per name and innermost ``group_by_stack_n`` frames of your
+        code with that), sorted by ``sort_by`` (see the module docstring); an
         :class:`EventList` with ``.table(sort_by=..., row_limit=...)``."""
         groups = {}
         for r in self.events():
-            g = groups.setdefault(r.name, {"kind": r.kind, "calls": 0, "total": 0.0,
-                                           "self": 0.0, "clock": r.clock})
+            shapes = r.input_shapes if group_by_input_shape else None
+            stack = (r.stack or ())[:group_by_stack_n] if group_by_stack_n else None
+            g = groups.setdefault((r.name, shapes, stack), {
+                "kind": r.kind, "calls": 0, "total": 0.0, "self": 0.0, "clock": r.clock,
+                "memory": 0, "self_memory": 0})
             g["calls"] += 1
             g["total"] += r.ms
             g["self"] += r.ms - sum(c.ms for c in r.children)
+            g["memory"] += r.bytes
+            g["self_memory"] += r.self_bytes
         rows = [Row(name, g["kind"], g["calls"], g["total"], g["self"], g["total"] / g["calls"],
-                    g["total"] / self.wall_ms if self.wall_ms > 0 else 0.0, g["clock"])
-                for name, g in groups.items()]
-        return EventList(rows, self.wall_ms).sorted(sort_by)
+                    g["total"] / self.wall_ms if self.wall_ms > 0 else 0.0, g["clock"],
+                    shapes, stack, g["memory"], g["self_memory"])
+                for (name, shapes, stack), g in groups.items()]
+        return EventList(rows, self.wall_ms, self.profile_memory).sorted(sort_by)
 
     def table(self, sort_by="total", row_limit=None) -> str:
         """The rows of :meth:`key_averages` as a text table."""
-        return self.key_averages(sort_by).table(sort_by, row_limit)
+        return self.key_averages(sort_by=sort_by).table(sort_by, row_limit)
+
+    def export_stacks(self, path, metric="self_cpu_time_total"):
+        """With ``with_stack=True``: the recorded stacks for a flame graph (flamegraph.pl,
+        speedscope), one ``frames;name microseconds`` line per distinct stack."""
+        self.key_averages(group_by_stack_n=10).export_stacks(path, metric)
 
     def export_chrome_trace(self, path):
         """Write the records as Chrome trace-event JSON (Perfetto, ``chrome://tracing``)."""
@@ -366,10 +629,14 @@ class profile:
             events.append({"name": "thread_name", "ph": "M", "pid": 0, "tid": 1,
                            "args": {"name": "cuda stream (events)"}})
         for r in self.events():
+            args = {"device": r.device, "clock": r.clock}
+            if r.input_shapes is not None:
+                args["Input Dims"] = [list(s) for s in r.input_shapes]
+            if r.stack is not None:
+                args["Call stack"] = ";".join(r.stack)
             events.append({"name": r.name, "cat": r.kind, "ph": "X", "pid": 0,
                            "tid": tracks[r.clock], "ts": round(r.t0_ms * 1e3, 3),
-                           "dur": round(r.ms * 1e3, 3),
-                           "args": {"device": r.device, "clock": r.clock}})
+                           "dur": round(r.ms * 1e3, 3), "args": args})
         with open(os.fspath(path), "w") as f:
             json.dump({"traceEvents": events, "displayTimeUnit": "ms"}, f)
 
