@@ -224,6 +224,17 @@ PRIMITIVES.update({
 })
 
 
+# --- binary search --------------------------------------------------------------------------
+PRIMITIVES.update({
+    "searchsorted": "searchsorted(seq_view (R, S), values_view (R, V), right) -> buf int64 "
+                    "(R, V): out[r, j] = lo after PyTorch's binary search of values[r, j] in "
+                    "row r of seq: lo, hi = 0, S; while lo < hi: mid = (lo + hi) // 2; hi = mid "
+                    "if seq[r, mid] >= values[r, j] (right: >) else lo = mid + 1. In a sorted "
+                    "row: the first position whose element is >= (right: >) the value, S if "
+                    "none; a comparison with NaN is false. seq and values share a dtype",
+})
+
+
 # --- attention: the flash-attention forward and its fused backward ---------------------------
 PRIMITIVES.update({
     "attention": "attention(q_view (B,L,E), k_view (B,S,E), v_view (B,S,Ev), mask_view (B,L,S) "
