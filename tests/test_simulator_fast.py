@@ -1,6 +1,8 @@
 """The compiled path (``minigpu.simulator.fast``, ``MINIGPU_SIM_FAST=always``) against the
 checked interpreter: the same results on correct kernels, and on buggy ones the checked path's
 verdict (the compiled path only suspects, then falls back)."""
+import math
+
 import numpy as np
 import pytest
 from numba import cuda, float32
@@ -59,6 +61,16 @@ def reads_unwritten(out):
     out[cuda.threadIdx.x] = s[cuda.threadIdx.x] + 1
 
 
+@cuda.jit
+def rounding(x, out):
+    """out[3i..3i+2] = floor, ceil, trunc of x[i] (a float on the GPU, never an int)."""
+    i = cuda.grid(1)
+    if i < x.size:
+        out[3 * i] = math.floor(x[i])
+        out[3 * i + 1] = math.ceil(x[i])
+        out[3 * i + 2] = math.trunc(x[i])
+
+
 @pytest.fixture
 def compiled(monkeypatch):
     monkeypatch.setattr(config, "FAST", "always")
@@ -85,6 +97,22 @@ def test_engine_ops_on_the_compiled_path(compiled):
     got = mg.tensor(a, device="cuda").relu().numpy()
     np.testing.assert_array_equal(got, np.maximum(a, 0))
     assert any(c["fast"] for c in compiled.values())
+
+
+def test_rounding_keeps_nan_inf_and_negative_zero(compiled, monkeypatch):
+    """Numba's CPU target makes math.floor an int64 (nan -> -9.2e18); the compiled path must
+    give the GPU's float result, as the checked path does."""
+    x = np.array([np.nan, np.inf, -np.inf, -0.0, -0.5, 0.5, -2.5, 1e30], np.float32)
+    out = np.zeros(3 * x.size, np.float32)
+    rounding[1, 32](x, out)
+    assert compiled["rounding"]["fast"] == 1
+    monkeypatch.setattr(config, "FAST", "0")
+    ref = np.zeros_like(out)
+    rounding[1, 32](x, ref)
+    want = np.stack([np.floor(x), np.ceil(x), np.trunc(x)], 1).ravel()
+    np.testing.assert_array_equal(ref, want)
+    np.testing.assert_array_equal(out, want)
+    assert np.array_equal(np.signbit(out), np.signbit(want))
 
 
 @pytest.mark.parametrize("kernel, launch, error", [

@@ -35,6 +35,7 @@ import ast
 import collections
 import copy
 import itertools
+import math
 import re
 import time
 
@@ -147,6 +148,9 @@ class Rewrite(ast.NodeTransformer):
         if isinstance(node.func, ast.Name) and node.func.id == "len":
             return _call("__len_of", node.args)
         target = self._resolve(node.func)
+        if isinstance(target, type(math.floor)) and target in ROUNDING:
+            node.func = ast.Name(ROUNDING[target], ast.Load())
+            return node
         if target is not None and _is_device_function(target):
             name = self.compiler.device(target)
             return _call(name, node.args + [ast.Name("__c", ast.Load()),
@@ -349,12 +353,18 @@ def _function_def(fn):
     return func
 
 
+ROUNDING = {math.floor: "__floor", math.ceil: "__ceil", math.trunc: "__trunc"}
+"""``math.floor`` and friends return a float of the argument's type in a CUDA kernel (libdevice
+``floorf``: ``floor(inf)`` is inf, ``floor(-0.0)`` is -0.0) but an int64 on Numba's CPU
+target; the compiled path calls NumPy's, which keep the float."""
+
 _HELPERS = {
     "__load": fastmem.load, "__store": fastmem.store, "__atomic_cas": fastmem.atomic_cas,
     "__shape_of": fastmem.shape_of, "__size_of": fastmem.size_of,
     "__ndim_of": fastmem.ndim_of, "__len_of": fastmem.len_of,
     "__local_row": fastmem.local_row, "__reset": fastmem.reset,
     "__borrow": fastmem.borrow, "np": np,
+    "__floor": np.floor, "__ceil": np.ceil, "__trunc": np.trunc,
     **{f"__atomic_{k}": v for k, v in fastmem.ATOMICS.items()},
     **{f"__{k}": v for k, v in fastmem.DIVISIONS.items()},
 }
