@@ -12,6 +12,7 @@ tensors that require it (after their own hooks).
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import sys as _sys
 import threading
@@ -117,6 +118,12 @@ class Function:
     Both methods may be written as ``@staticmethod``s taking ``ctx`` (as in PyTorch) or as plain
     methods whose ``self`` is the ctx (as minigpu's own ops are): ``apply`` calls
     ``Fn.forward(ctx, *args)`` either way. ``forward`` runs with gradient recording off.
+
+    ``differentiable_backward``: whether ``backward``, run with recording on, builds a graph
+    of its own, so that ``create_graph=True`` can differentiate it again. True for Functions
+    in PyTorch's form (unless ``@once_differentiable``) and for the engine's ops whose
+    backward is made of differentiable Tensor ops; False for those that call fused backend
+    primitives, through which ``create_graph=True`` raises an error naming the op.
     """
 
     _saved = ()
@@ -127,11 +134,13 @@ class Function:
     _output_hooks = None  # {output index: {handle id: hook}}, from Tensor.register_hook
     _retained = None  # {output index: weakref to the tensor}, from Tensor.retain_grad
     materialize_grads = False  # True for Functions in PyTorch's form: see set_materialize_grads
+    differentiable_backward = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         if isinstance(inspect.getattr_static(cls, "backward"), staticmethod):
             cls.materialize_grads = True
+            cls.differentiable_backward = not getattr(cls.backward, "once_differentiable", False)
 
     def save_for_backward(self, *tensors):
         """Keep tensors for backward; each remembers its version, and ``saved_tensors`` raises
@@ -157,7 +166,19 @@ class Function:
         for t, meta in zip(saved, self._saved_meta):
             if meta is not None and meta[0][0] != meta[1]:
                 raise _modified_error(self, t, meta)
+        if _grad_mode.enabled:  # create_graph: a saved output must lead back to this node
+            saved = tuple([self._linked_output(t, meta[3]) if meta is not None
+                           and meta[2] is OWN_OUTPUT else t
+                           for t, meta in zip(saved, self._saved_meta)])
         return saved
+
+    def _linked_output(self, t, index):
+        """The saved (detached) output ``index`` as a tensor whose grad_fn is this node again:
+        a backward that reads it (tanh's ``1 - y*y``) is then differentiated through it."""
+        out = t._alias()
+        out.requires_grad, out.grad_fn, out._output_index = True, self, index
+        out._fn_version = out._version_counter[0]
+        return out
 
     def mark_non_differentiable(self, *tensors):
         self.non_differentiable = {id(t) for t in tensors}
@@ -340,15 +361,17 @@ def _topological_order(root_fn):
     return list(reversed(order))
 
 
-def backward(tensor, gradient=None, retain_graph=False):
-    """Backpropagate from ``tensor``; see :meth:`Tensor.backward`."""
+def backward(tensor, gradient=None, retain_graph=None, create_graph=False):
+    """Backpropagate from ``tensor``; see :meth:`Tensor.backward`. ``create_graph=True``
+    records the backward itself, so the accumulated ``.grad`` can be differentiated again."""
     gradient = _initial_gradient(tensor, gradient)
-    with no_grad():
+    retain_graph = create_graph if retain_graph is None else retain_graph
+    with set_grad_enabled(create_graph):
         if tensor.grad_fn is None:
-            _accumulate_leaf(tensor, gradient)
+            _accumulate_leaf(tensor, gradient, create_graph)
             return
-        for leaf, g in _walk(tensor, gradient, retain_graph).values():
-            _accumulate_leaf(leaf, g)
+        for leaf, g in _walk(tensor, gradient, retain_graph, None, create_graph).values():
+            _accumulate_leaf(leaf, g, create_graph)
 
 
 def _initial_gradient(tensor, gradient):
@@ -367,11 +390,13 @@ def _initial_gradient(tensor, gradient):
     return gradient
 
 
-def _walk(tensor, gradient, retain_graph, captured=None):
+def _walk(tensor, gradient, retain_graph, captured=None, create_graph=False):
     """Run the graph of ``tensor`` (a non-leaf) backward from ``gradient``; returns
     ``{id: [leaf, summed gradient]}`` for the leaves reached. ``captured`` maps
     ``(id(node), output index)`` of non-leaf tensors to the gradient arriving there (filled
-    in; :func:`grad` asks for them)."""
+    in; :func:`grad` asks for them). ``create_graph``: the caller has turned recording on, so
+    every backward and every sum of gradients is recorded; a node whose backward records no
+    graph is refused."""
     root = tensor.grad_fn
     pending = {id(root): [None] * root.num_outputs}
     pending[id(root)][tensor._output_index] = gradient
@@ -388,6 +413,12 @@ def _walk(tensor, gradient, retain_graph, captured=None):
                          else g for g, meta in zip(grads_out, node.output_meta)]
         if node._output_hooks or node._retained:
             _output_hooks(node, grads_out)
+        if create_graph and not node.differentiable_backward:
+            raise RuntimeError(
+                f"minigpu: create_graph=True through {node.name()} is not supported: its "
+                f"backward calls fused primitives that record no graph, so a gradient of its "
+                f"gradient would be silently wrong. Higher-order gradients work through "
+                f"elementwise ops, matmul/linear, sum/mean, norm and view ops.")
         if captured:
             for index, g in enumerate(grads_out):
                 if (id(node), index) in captured and g is not None:
@@ -428,11 +459,9 @@ def _walk(tensor, gradient, retain_graph, captured=None):
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
          allow_unused=None, is_grads_batched=False, materialize_grads=False):
     """``torch.autograd.grad``: the gradients of ``outputs`` with respect to ``inputs``, returned
-    (a tuple) rather than accumulated into ``.grad`` (no tensor's ``.grad`` changes)."""
-    if create_graph:
-        raise NotImplementedError("autograd.grad(create_graph=True) (higher-order gradients, "
-                                  "e.g. gradient penalties) is not supported by minigpu: "
-                                  "backward functions run without recording a graph")
+    (a tuple) rather than accumulated into ``.grad`` (no tensor's ``.grad`` changes).
+    ``create_graph=True`` records the backward, so the gradients can be differentiated again
+    (gradient penalties, Hessian-vector products)."""
     if is_grads_batched:
         raise NotImplementedError("autograd.grad(is_grads_batched=True) is not supported by "
                                   "minigpu")
@@ -447,13 +476,14 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             raise RuntimeError("One of the differentiated Tensors does not require grad")
     captured = {(id(t.grad_fn), t._output_index): None for t in inputs if t.grad_fn is not None}
     found = {}
-    with no_grad():
+    with set_grad_enabled(create_graph):
         for k, (out, g) in enumerate(zip(outputs, grad_outputs)):
             g = _initial_gradient(out, g)
             if out.grad_fn is None:
                 reached = {id(out): [out, g]}
             else:
-                reached = _walk(out, g, retain_graph or k < len(outputs) - 1, captured)
+                reached = _walk(out, g, retain_graph or k < len(outputs) - 1, captured,
+                                create_graph)
             for key, (leaf, lg) in reached.items():
                 found[key] = [leaf, lg if key not in found else found[key][1] + lg]
     results = []
@@ -469,8 +499,9 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                                    "desired behavior.")
             g = t._full(t.shape, 0, t.dtype, t.device) if materialize_grads else None
         elif g.dtype != t.dtype:
-            g = g.to(t.dtype)
-        results.append(g if g is None else _owned(g))
+            with set_grad_enabled(create_graph):
+                g = g.to(t.dtype)
+        results.append(g if g is None or create_graph else _owned(g))
     return tuple(results)
 
 
@@ -503,12 +534,17 @@ def _owned(grad):
     return grad._dense(grad.backend.contiguous(grad._view()), grad.shape, grad.device)
 
 
-def _accumulate_leaf(tensor, grad):
+def _accumulate_leaf(tensor, grad, create_graph=False):
+    """``tensor.grad += grad`` (a copy the first time; with create_graph the gradient itself,
+    its graph kept, as PyTorch's)."""
     if tensor._grad_hooks:
         grad = _run_grad_hooks(tensor._grad_hooks, grad)
     if grad.dtype != tensor.dtype:
         grad = grad.to(tensor.dtype)
-    tensor.grad = _owned(grad) if tensor.grad is None else tensor.grad + grad
+    if tensor.grad is None:
+        tensor.grad = grad if create_graph else _owned(grad)
+    else:
+        tensor.grad = tensor.grad + grad
 
 
 def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0):
@@ -583,9 +619,13 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0):
 
 def once_differentiable(backward):
     """``torch.autograd.function.once_differentiable``: marks a ``backward`` that is not itself
-    differentiable. minigpu runs every backward without recording (there are no higher-order
-    gradients), so the function is returned as it is."""
-    return backward
+    differentiable. It runs without recording, and ``create_graph=True`` through it raises."""
+    @functools.wraps(backward)
+    def run(*args):
+        with no_grad():
+            return backward(*args)
+    run.once_differentiable = True
+    return run
 
 
 # ``from torch.autograd.function import Function, once_differentiable``: PyTorch's module path

@@ -299,9 +299,10 @@ class Tensor(autograd.TensorBase):
         hooks[handle.id] = hook
         return handle
 
-    def backward(self, gradient=None, retain_graph=False):
-        """Accumulate d(self)/d(leaf) into every leaf's ``.grad``."""
-        autograd.backward(self, gradient, retain_graph)
+    def backward(self, gradient=None, retain_graph=None, create_graph=False):
+        """Accumulate d(self)/d(leaf) into every leaf's ``.grad``; ``create_graph=True`` records
+        the backward too (the ``.grad`` can then be differentiated again)."""
+        autograd.backward(self, gradient, retain_graph, create_graph)
 
     def detach(self):
         """The same data, cut from the graph (shares the buffer and the version counter)."""

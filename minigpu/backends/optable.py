@@ -29,6 +29,8 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
+from ..autograd import is_grad_enabled
+
 
 def sigmoid(x):
     """1 / (1 + exp(-x)) from exp(-|x|) only, so it never overflows; stays in x's dtype."""
@@ -37,12 +39,20 @@ def sigmoid(x):
     return np.where(x >= 0, one / (one + e), e / (one + e)).astype(x.dtype, copy=False)
 
 
-def fused(op, saved):
+def fused(op, saved, composed=None):
     """A unary derivative computed by one fused backward map ``op(g, t, a, b)``, where ``t`` is
     the saved input (``saved="x"``) or output (``saved="y"``): one kernel instead of a mask
-    and a multiply."""
+    and a multiply. The map records no graph: under ``create_graph=True`` (recording on, and
+    ``g`` or ``t`` in a graph) the derivative is ``composed(g, t, a, b)``, the same formula in
+    differentiable Tensor ops, or, for an op without one, an error naming it."""
     def grad(g, x, y, a, b):
         t = x if saved == "x" else y
+        if is_grad_enabled() and (g.requires_grad or t.requires_grad):
+            if composed is None:
+                raise RuntimeError(f"minigpu: create_graph=True through {op[:-5]}'s backward is "
+                                   f"not supported: its derivative is the fused {op} map, "
+                                   f"which records no graph")
+            return composed(g, t, a, b)
         out = g.backend.binary(op, g._view(), t._view(), a, b)
         return type(g)._result(out, g.shape, g.device)
     grad.__qualname__ = f"fused({op!r}, {saved!r})"
@@ -85,6 +95,12 @@ def gelu_tanh_grad(g, x):
     t = np.tanh(_c(x, SQRT_2_OVER_PI) * (x + _c(x, GELU_CUBIC) * x * x * x))
     du = _c(x, SQRT_2_OVER_PI) * (1 + _c(x, 3 * GELU_CUBIC) * x * x)
     return g * (_c(x, 0.5) * (1 + t) + _c(x, 0.5) * x * (1 - t * t) * du)
+
+
+def silu_grad(g, x, a, b):
+    """g * s * (1 + x * (1 - s)), s = sigmoid(x): silu's derivative in Tensor ops."""
+    s = x.sigmoid()
+    return g * s * (1 + x * (1 - s))
 
 
 def softplus(x, beta, threshold):
@@ -241,15 +257,18 @@ UNARY = (
        scalar=sqrt_scalar),
     Op("square", "x * x", lambda x, a, b: x * x, lambda g, x, y, a, b: g * x * 2,
        method=True, float_input=False, saves="x", shared=True),
-    Op("tanh", "tanh(x)", lambda x, a, b: np.tanh(x), fused("tanh_grad", "y"), method=True,
-       module="Tanh", saves="y", approx=True, scalar=tanh_scalar),
+    Op("tanh", "tanh(x)", lambda x, a, b: np.tanh(x),
+       fused("tanh_grad", "y", lambda g, y, a, b: g * (1 - y * y)), method=True, module="Tanh",
+       saves="y", approx=True, scalar=tanh_scalar),
     Op("sigmoid", "1 / (1 + exp(-x)), computed without overflow for large |x|",
-       lambda x, a, b: sigmoid(x), fused("sigmoid_grad", "y"), method=True, module="Sigmoid",
-       saves="y", approx=True),
-    Op("relu", "max(x, 0)", lambda x, a, b: np.maximum(x, 0), fused("relu_grad", "y"),
-       method=True, module="ReLU", float_input=False, saves="y"),  # y > 0 exactly where x > 0
+       lambda x, a, b: sigmoid(x), fused("sigmoid_grad", "y", lambda g, y, a, b: g * y * (1 - y)),
+       method=True, module="Sigmoid", saves="y", approx=True),
+    Op("relu", "max(x, 0)", lambda x, a, b: np.maximum(x, 0),
+       fused("relu_grad", "y", lambda g, y, a, b: g * (y > 0).to(g.dtype)), method=True,
+       module="ReLU", float_input=False, saves="y"),  # y > 0 exactly where x > 0
     Op("leaky_relu", "x if x > 0 else a*x", lambda x, a, b: np.where(x > 0, x, a * x),
-       fused("leaky_relu_grad", "x"), saves="x"),
+       fused("leaky_relu_grad", "x",
+             lambda g, x, a, b: g * ((x > 0).to(g.dtype) * (1 - a) + a)), saves="x"),
     Op("abs", "|x|", lambda x, a, b: abs(x), lambda g, x, y, a, b: g * x.sign(),
        method=True, float_input=False, saves="x", shared=True),
     Op("sign", "-1, 0 or 1", lambda x, a, b: np.sign(x), zero_derivative, method=True,
@@ -298,8 +317,8 @@ UNARY = (
        lambda x, a, b: gelu(x), fused("gelu_grad", "x"), saves="x", approx=True),
     Op("gelu_tanh", "x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))  (approximate GELU)",
        lambda x, a, b: gelu_tanh(x), fused("gelu_tanh_grad", "x"), saves="x", approx=True),
-    Op("silu", "x * sigmoid(x)", lambda x, a, b: x * sigmoid(x), fused("silu_grad", "x"),
-       saves="x", approx=True),
+    Op("silu", "x * sigmoid(x)", lambda x, a, b: x * sigmoid(x),
+       fused("silu_grad", "x", silu_grad), saves="x", approx=True),
     Op("softplus", "log(1 + exp(a*x)) / a, or x where a*x > b  (beta=a, threshold=b)",
        lambda x, a, b: softplus(x, a, b), fused("softplus_grad", "x"), saves="x", approx=True),
     Op("elu", "x if x > 0 else a * (exp(x) - 1)  (alpha=a)",

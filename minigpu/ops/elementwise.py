@@ -29,9 +29,11 @@ from .shape import ToDevice, broadcast_shapes, clone, expand_strides, expand_vie
 
 # --- the maps of the op table: one Function per differentiable op -------------------------
 class Unary(Function):
-    """y = op(x, alpha, beta); the derivative is the op's ``grad`` in ``backends/optable.py``."""
+    """y = op(x, alpha, beta); the derivative is the op's ``grad`` in ``backends/optable.py``
+    (a fused map has a Tensor-op form for create_graph, or raises naming the op)."""
 
     entry: optable.Op
+    differentiable_backward = True  # Tensor ops: create_graph differentiates them again
 
     def forward(self, x, alpha=0.0, beta=0.0):
         self.alpha, self.beta = alpha, beta
@@ -71,6 +73,7 @@ class Binary(Function):
     saved only when the derivatives read them (``add``/``sub`` need only the shapes)."""
 
     entry: optable.Op
+    differentiable_backward = True  # Tensor ops: create_graph differentiates them again
 
     def forward(self, a, b):
         shape, va, vb = broadcast_views(a, b)
@@ -146,6 +149,7 @@ def rremainder(a, b):
 
 
 class Cast(Function):
+    differentiable_backward = True  # Tensor ops: create_graph differentiates them again
     def forward(self, x, dtype):
         self.source = x.dtype
         return new(x.backend.cast(x._view(), dtype), x.shape, x)
@@ -155,6 +159,7 @@ class Cast(Function):
 
 
 class Where(Function):
+    differentiable_backward = True  # Tensor ops: create_graph differentiates them again
     def forward(self, cond, a, b):
         shape = broadcast_shapes(broadcast_shapes(cond.shape, a.shape), b.shape)
         self.save_for_backward(cond, a, b)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 
-from ..autograd import Function
+from ..autograd import Function, is_grad_enabled
 from ..backends.contract import View, contiguous_strides, numel
 from ..dtypes import autocast_cast
 from ..tensor import Tensor
@@ -61,6 +61,7 @@ def _batched_operand(t: Tensor, shape):
 
 class MatMul(Function):
     """(*batch, M, K) @ (*batch, K, N) with broadcast batch dims."""
+    differentiable_backward = True  # Tensor ops: create_graph differentiates them again
 
     def forward(self, a, b):
         batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
@@ -86,7 +87,9 @@ class Addmm(Function):
     """``F.linear`` of a matrix with a bias, ``x @ W^T + b``, as one graph node (PyTorch's
     addmm): one matmul on W's transposed view, then the bias added as a stride-0 row. No
     Tensor for the product, no nodes for the transpose and the add, and a backward that calls
-    the primitives directly: ``dx = g @ W``, ``dW = g^T @ x``, ``db = sum of g's rows``."""
+    the primitives directly: ``dx = g @ W``, ``dW = g^T @ x``, ``db = sum of g's rows`` (the
+    same as recorded Tensor ops under create_graph)."""
+    differentiable_backward = True
 
     def forward(self, x, weight, bias):
         rows, cols = x.shape[0], weight.shape[0]
@@ -102,6 +105,9 @@ class Addmm(Function):
     def backward(self, g):
         x, weight = self.saved_tensors
         backend, needs = g.backend, self.needs_input_grad
+        if is_grad_enabled():  # create_graph: differentiable ops
+            return (g @ weight if needs[0] else None, g.mT @ x if needs[1] else None,
+                    g.sum(0) if needs[2] else None)
         x_shape, weight_shape = self.shapes
         gx = (Tensor._result(backend.matmul(_matrix(g), _matrix(weight)), x_shape, g.device)
               if needs[0] else None)

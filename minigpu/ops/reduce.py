@@ -5,7 +5,7 @@ import builtins
 import math
 from collections import namedtuple
 
-from ..autograd import SCALAR_TYPES, Function, no_grad
+from ..autograd import SCALAR_TYPES, Function, is_grad_enabled, no_grad
 from ..dtypes import SCALAR_NAMES, autocast_cast, float16, int64
 from ..tensor import Tensor
 from . import elementwise as ew
@@ -31,12 +31,17 @@ def _check_nonempty(x, dims, name):
 
 
 class Sum(Function):
+    differentiable_backward = True  # Tensor ops: create_graph differentiates them again
+
     def forward(self, x, dims, keepdim):
         self.source, self.dims = x.shape, dims
         out = x.backend.reduce("sum", x._view(), dims)
         return Tensor._dense(out, _reduced_shape(x.shape, dims, keepdim), x.device)
 
     def backward(self, g):
+        if is_grad_enabled():  # create_graph: recorded ops instead of a bare stride-0 view
+            kept = reshape(g, *_kept_shape(self.source, self.dims))
+            return kept.expand(self.source), None, None
         return _spread(g, self.source, self.dims), None, None
 
 
@@ -195,6 +200,7 @@ class NormP(Function):
     """(sum |x|**p)**(1/p) over dims, p > 0 (p = 2: sqrt(sum(x*x))); the gradient
     sign(x) |x|**(p-1) / norm**(p-1), 0 where the norm or x is 0 (PyTorch's subgradient at the
     origin instead of 0/0)."""
+    differentiable_backward = True  # Tensor ops: create_graph differentiates them again
 
     def forward(self, x, p, dims, keepdim):
         self.p, self.dims = p, dims

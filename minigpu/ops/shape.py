@@ -111,6 +111,7 @@ def zeros_with_window(g: Tensor, shape, window) -> Tensor:
 
 # --- views ------------------------------------------------------------------------------------
 class Permute(Function):
+    differentiable_backward = True  # Tensor ops: create_graph differentiates them again
     def forward(self, x, dims):
         self.dims = dims
         return _strided(x, tuple([x.shape[d] for d in dims]), tuple([x._strides[d] for d in dims]),
@@ -121,6 +122,7 @@ class Permute(Function):
 
 
 class Expand(Function):
+    differentiable_backward = True  # Tensor ops: create_graph differentiates them again
     def forward(self, x, shape):
         self.source = x.shape
         v = expand_view(x, shape)
@@ -131,6 +133,7 @@ class Expand(Function):
 
 
 class Reshape(Function):
+    differentiable_backward = True  # Tensor ops: create_graph differentiates them again
     def forward(self, x, shape):
         self.source = x.shape
         if x.is_contiguous():
@@ -155,6 +158,7 @@ class Slice(Function):
 
 
 class Clone(Function):
+    differentiable_backward = True  # Tensor ops: create_graph differentiates them again
     def forward(self, x):
         return Tensor._dense(x.backend.contiguous(x._view()), x.shape, x.device)
 
@@ -163,6 +167,7 @@ class Clone(Function):
 
 
 class ToDevice(Function):
+    differentiable_backward = True  # Tensor ops: create_graph differentiates them again
     def forward(self, x, device: Device):
         self.source = x.device
         host = x.backend.to_numpy(x._view())
