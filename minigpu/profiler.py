@@ -266,7 +266,9 @@ class EventList(list):
                     f"{r.self_ms:>10.3f}  {r.mean_ms:>10.4f}  {r.share:>6.1%}  ")
             if self.memory:
                 line += f"{_format_bytes(r.memory):>10}  {_format_bytes(r.self_memory):>10}  "
-            line += f"{r.clock:<24}" + (f"    {[list(s) for s in r.input_shapes]}" if shapes else "")
+            line += f"{r.clock:<24}"
+            if shapes:
+                line += f"    {[list(s) for s in r.input_shapes]}"
             lines.append(line.rstrip())
             lines.extend(f"{'':<{width}}    {frame}" for frame in r.stack or ())
         return "\n".join(lines)

@@ -1,6 +1,6 @@
 """Grouped and depthwise convolutions (``groups`` > 1), ``MaxPool2d(ceil_mode=True)`` and
-``AvgPool2d(ceil_mode=True)``, gaps the PyTorch-program corpus and issue #26 found: against torch on copied weights, on both devices, with
-float64 gradcheck."""
+``AvgPool2d(ceil_mode=True)``, gaps the PyTorch-program corpus and issue #26 found: against
+torch on copied weights, on both devices, with float64 gradcheck."""
 import re
 
 import numpy as np

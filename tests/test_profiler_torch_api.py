@@ -66,7 +66,8 @@ def test_the_profiler_recipe_runs_unchanged(module, tmp_path):
         assert lines and all(line.rsplit(" ", 1)[1].isdigit() and ";" in line for line in lines)
 
 
-@pytest.mark.parametrize("args", [dict(wait=1, warmup=1, active=2), dict(wait=0, warmup=0, active=1),
+@pytest.mark.parametrize("args", [dict(wait=1, warmup=1, active=2),
+                                  dict(wait=0, warmup=0, active=1),
                                   dict(wait=2, warmup=1, active=3, repeat=2, skip_first=3)])
 def test_schedule_matches_torchs(args):
     import warnings
