@@ -3,6 +3,9 @@ unchanged under ``import minigpu as torch``; activities, record_shapes, profile_
 with_stack, schedule + step + on_trace_ready (the same windows as torch's),
 tensorboard_trace_handler, export_stacks."""
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -45,18 +48,26 @@ with profile(activities=[ProfilerActivity.CPU],
         model(inputs)
         p.step()
 """
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-@pytest.mark.filterwarnings("ignore:Warning. Profiler clears events")
 @pytest.mark.parametrize("module", ["torch", "minigpu"])
 def test_the_profiler_recipe_runs_unchanged(module, tmp_path):
-    scope = {"trace_path": str(tmp_path / "trace.json"),
-             "stacks_path": str(tmp_path / "stacks.txt")}
-    exec(RECIPE.format(module=module), scope)
+    """The recipe as a program of its own, in a fresh interpreter (torch's profiler keeps
+    process-wide state that other tests' profiling would share)."""
+    program = tmp_path / "recipe.py"
+    program.write_text(f"trace_path = {str(tmp_path / 'trace.json')!r}\n"
+                       f"stacks_path = {str(tmp_path / 'stacks.txt')!r}\n"
+                       + RECIPE.format(module=module)
+                       + "import json\nprint(json.dumps(dict(tables=tables, steps=steps)))\n")
+    run = subprocess.run([sys.executable, "-W", "ignore", str(program)], capture_output=True,
+                         text=True, timeout=300, env=dict(os.environ, PYTHONPATH=ROOT))
+    assert run.returncode == 0, run.stderr
+    scope = json.loads(run.stdout.strip().splitlines()[-1])
     tables = scope["tables"]
     assert "model_inference" in tables[0] and "Input Shapes" in tables[1]
     if module == "minigpu":
-        assert "Self Mem" in tables[2] and "test_profiler_torch_api.py" in tables[4]
+        assert "Self Mem" in tables[2] and "recipe.py" in tables[4]
     assert scope["steps"] == [4, 8]  # windows: steps 2-3 and 6-7, handed over by step()
     json.loads((tmp_path / "trace.json").read_text())
     if module == "minigpu":
