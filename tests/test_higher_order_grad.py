@@ -54,6 +54,8 @@ FUNCTIONS = {
     "linear_relu": lambda L, x, w: (L.nn.functional.linear(x, w.T, w.sum(0)).relu() ** 2).sum(),
     "reductions": lambda L, x, w: (x.sum(1) * x.mean(0).sum() - (x * x).sum(0).mean()).sum(),
     "div_norm": lambda L, x, w: (x / (1 + x * x)).sum() + x.norm(2, dim=1).sum(),
+    "slice_cat": lambda L, x, w: (L.cat([x[:, :2] * x[:, 1:3].exp(), (x @ w)[:, 1:] ** 2], 1)
+                                  .tanh().sum() + (x[0] * x[:, ::2].sum()).sum()),
 }
 
 
@@ -119,7 +121,8 @@ def test_gradients_of_gradients_pass_gradcheck():
 
     def grad_of(x, w):  # gradcheck's numerical pass runs under no_grad
         with mg.enable_grad():
-            y = (mg.tanh(x @ w).sigmoid() * x.exp()).sum() + (x @ w).norm(2, dim=1).sum()
+            y = (mg.tanh(x @ w).sigmoid() * x.exp()).sum() + (x @ w).norm(2, dim=1).sum() \
+                + (mg.cat([x[:, 1:], x[:, :1]], 1) ** 3).sum()
             return mg.autograd.grad(y, [x, w], create_graph=True)
     assert gradcheck(lambda x, w: grad_of(x, w)[0], (x, w))
     assert gradcheck(lambda x, w: grad_of(x, w)[1], (x, w))

@@ -150,6 +150,7 @@ def rremainder(a, b):
 
 class Cast(Function):
     differentiable_backward = True  # Tensor ops: create_graph differentiates them again
+
     def forward(self, x, dtype):
         self.source = x.dtype
         return new(x.backend.cast(x._view(), dtype), x.shape, x)
@@ -160,6 +161,7 @@ class Cast(Function):
 
 class Where(Function):
     differentiable_backward = True  # Tensor ops: create_graph differentiates them again
+
     def forward(self, cond, a, b):
         shape = broadcast_shapes(broadcast_shapes(cond.shape, a.shape), b.shape)
         self.save_for_backward(cond, a, b)

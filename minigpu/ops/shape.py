@@ -112,6 +112,7 @@ def zeros_with_window(g: Tensor, shape, window) -> Tensor:
 # --- views ------------------------------------------------------------------------------------
 class Permute(Function):
     differentiable_backward = True  # Tensor ops: create_graph differentiates them again
+
     def forward(self, x, dims):
         self.dims = dims
         return _strided(x, tuple([x.shape[d] for d in dims]), tuple([x._strides[d] for d in dims]),
@@ -123,6 +124,7 @@ class Permute(Function):
 
 class Expand(Function):
     differentiable_backward = True  # Tensor ops: create_graph differentiates them again
+
     def forward(self, x, shape):
         self.source = x.shape
         v = expand_view(x, shape)
@@ -134,6 +136,7 @@ class Expand(Function):
 
 class Reshape(Function):
     differentiable_backward = True  # Tensor ops: create_graph differentiates them again
+
     def forward(self, x, shape):
         self.source = x.shape
         if x.is_contiguous():
@@ -146,6 +149,7 @@ class Reshape(Function):
 
 class Slice(Function):
     """A basic-indexing view: ints, slices (step > 0), None and Ellipsis."""
+    differentiable_backward = True  # its backward is IntoWindow, whose backward is Slice
 
     def forward(self, x, index):
         self.source_shape, self.index = x.shape, index
@@ -153,12 +157,27 @@ class Slice(Function):
         return _strided(x, shape, strides, offset)
 
     def backward(self, g):
-        _, *window = _basic_index_layout(_DenseLayout(self.source_shape), self.index)
-        return zeros_with_window(g, self.source_shape, window), None
+        return IntoWindow.apply(g, self.source_shape, self.index), None
+
+
+class IntoWindow(Function):
+    """Slice's backward: g placed in the window ``index`` of a zero tensor of ``shape``. Its
+    own backward slices that window out again, so ``create_graph`` differentiates a slice
+    twice."""
+    differentiable_backward = True
+
+    def forward(self, g, shape, index):
+        self.index = index
+        _, *window = _basic_index_layout(_DenseLayout(shape), index)
+        return zeros_with_window(g, shape, window)
+
+    def backward(self, gg):
+        return Slice.apply(gg, self.index), None, None
 
 
 class Clone(Function):
     differentiable_backward = True  # Tensor ops: create_graph differentiates them again
+
     def forward(self, x):
         return Tensor._dense(x.backend.contiguous(x._view()), x.shape, x.device)
 
@@ -168,6 +187,7 @@ class Clone(Function):
 
 class ToDevice(Function):
     differentiable_backward = True  # Tensor ops: create_graph differentiates them again
+
     def forward(self, x, device: Device):
         self.source = x.device
         host = x.backend.to_numpy(x._view())
@@ -178,6 +198,8 @@ class ToDevice(Function):
 
 
 class Cat(Function):
+    differentiable_backward = True  # narrow views of g: Slice
+
     def forward(self, dim, *tensors):
         self.dim, self.sizes = dim, [t.shape[dim] for t in tensors]
         first = tensors[0]
