@@ -745,3 +745,31 @@ def test_a_specialized_launch_with_other_argument_types_is_refused():
     x64 = cuda.to_device(np.ones(4, np.float64))
     with pytest.raises(TypeError, match=r"scale specialized for key 'a key'.*float64"):
         blocks.launch_specialized(scale, "a key", 1, 32, x64, np.float32(2))
+
+
+@cuda.jit
+def everyone_stores_the_first_value(src, out):
+    """Each thread stores out[i] = src[i], then out[0] = src[0]: the same value from every
+    thread (benign), over memory that held another value (stumpy's gpu_aamp does this)."""
+    i = cuda.threadIdx.x
+    out[i] = src[i]
+    out[0] = src[0]
+
+
+@needs_checks
+def test_a_thread_switched_out_inside_a_store_gives_no_false_race(monkeypatch):
+    """The interpreter may preempt a simulated thread between racecheck's verdict on a store
+    and the store itself. Forced here (every store yields the interpreter first): another
+    thread storing the same value must still see that value in memory, not a race."""
+    import time
+    store = memory._store
+
+    def slow_store(a, idx, value):
+        time.sleep(0.0005)  # switch to the other threads mid-store
+        store(a, idx, value)
+
+    monkeypatch.setattr(memory, "_store", slow_store)
+    src = np.arange(1, 9, dtype=np.float32)
+    out = np.full(8, -1, np.float32)
+    everyone_stores_the_first_value[1, 8](src, out)
+    np.testing.assert_array_equal(out, np.r_[src[0], src[1:]])

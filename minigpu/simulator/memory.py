@@ -448,18 +448,24 @@ class Array:
         shadow = self.shadow
         if shadow is not None:
             c = _threads[_ident()].clk
-            e = shadow.get(addr)
             f = _getframe(1)
             rec = (c, f.f_code.co_filename, f.f_lineno, False)
-            if e is None:
-                shadow[addr] = [rec, None, None, None]
-            else:
-                w = e[0]
-                if w is None or w[0] is not c or e[1] is not None or e[3] is not None:
-                    self._write(e, rec, idx, value)
-                else:  # the same thread rewriting in the same interval: nothing new
-                    e[0] = rec
-        _store(self.a, idx, value)
+            # Racecheck's verdict and the store are one step: a thread switched out between
+            # them (the interpreter preempts simulated threads anywhere) would leave another
+            # thread judging its store against a record whose value is not in memory yet.
+            with _atomic_lock:
+                e = shadow.get(addr)
+                if e is None:
+                    shadow[addr] = [rec, None, None, None]
+                else:
+                    w = e[0]
+                    if w is None or w[0] is not c or e[1] is not None or e[3] is not None:
+                        self._write(e, rec, idx, value)
+                    else:  # the same thread rewriting in the same interval: nothing new
+                        e[0] = rec
+                _store(self.a, idx, value)
+        else:
+            _store(self.a, idx, value)
         if observers:
             self._observe(addr, "store")
 
