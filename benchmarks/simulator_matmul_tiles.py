@@ -50,16 +50,6 @@ def launch_seconds(M, N, K, tiles, rng):
     return seconds
 
 
-def terms(M, N, K, BM, BN, BK, TM, TN):
-    """The four counts ``SIMULATOR_COST`` prices: blocks, threads, thread-slices, accesses."""
-    threads = (BM // TM) * (BN // TN)
-    blocks = -(-M // BM) * -(-N // BN)
-    slices = -(-K // BK)
-    per_slice = BM * BK // threads + BK * BN // threads + BK * (TM + TN + 4 * TM * TN)
-    return [blocks, blocks * threads, blocks * threads * slices,
-            blocks * threads * (slices * per_slice + TM * TN)]
-
-
 def main():
     rng = np.random.default_rng(0)
     print(f"{'shape (M, N, K)':18} {'tiles (BM, BN, BK, TM, TN)':28} {'seconds':>8} "
@@ -68,7 +58,7 @@ def main():
     for shape in SHAPES:
         for tiles in TILES:
             t = launch_seconds(*shape, tiles, rng)
-            rows.append(terms(*shape, *tiles))
+            rows.append(list(MM.simulator_counts(*shape, 1, *tiles).values()))
             seconds.append(t)
             model = MM.simulator_cost(*shape, 1, *tiles)
             print(f"{str(shape):18} {str(tiles):28} {t:8.3f} {model:8.3f}", flush=True)

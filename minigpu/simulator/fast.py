@@ -37,7 +37,6 @@ import copy
 import itertools
 import math
 import re
-import time
 
 import numpy as np
 from numba import njit, typeof, types
@@ -149,7 +148,7 @@ class Rewrite(ast.NodeTransformer):
             return _call("__len_of", node.args)
         target = self._resolve(node.func)
         if isinstance(target, type(math.floor)) and target in ROUNDING:
-            node.func = ast.Name(ROUNDING[target], ast.Load())
+            node.func = ast.Name(f"__{target.__name__}", ast.Load())
             return node
         if target is not None and _is_device_function(target):
             name = self.compiler.device(target)
@@ -353,10 +352,10 @@ def _function_def(fn):
     return func
 
 
-ROUNDING = {math.floor: "__floor", math.ceil: "__ceil", math.trunc: "__trunc"}
+ROUNDING = (math.floor, math.ceil, math.trunc)
 """``math.floor`` and friends return a float of the argument's type in a CUDA kernel (libdevice
 ``floorf``: ``floor(inf)`` is inf, ``floor(-0.0)`` is -0.0) but an int64 on Numba's CPU
-target; the compiled path calls NumPy's, which keep the float."""
+target; the compiled path calls NumPy's (``__floor`` ...), which keep the float."""
 
 _HELPERS = {
     "__load": fastmem.load, "__store": fastmem.store, "__atomic_cas": fastmem.atomic_cas,
@@ -364,7 +363,7 @@ _HELPERS = {
     "__ndim_of": fastmem.ndim_of, "__len_of": fastmem.len_of,
     "__local_row": fastmem.local_row, "__reset": fastmem.reset,
     "__borrow": fastmem.borrow, "np": np,
-    "__floor": np.floor, "__ceil": np.ceil, "__trunc": np.trunc,
+    **{f"__{f.__name__}": getattr(np, f.__name__) for f in ROUNDING},
     **{f"__atomic_{k}": v for k, v in fastmem.ATOMICS.items()},
     **{f"__{k}": v for k, v in fastmem.DIVISIONS.items()},
 }

@@ -48,6 +48,16 @@ DEFAULT = SIMULATOR_DEFAULT if SIMULATOR else PRODUCTION
 PAD = 4  # shared-tile row padding (words): transposed-operand tile stores hit distinct banks
 
 
+def tile_problem(BM, BN, BK, TM, TN):
+    """Why (BM, BN, BK, TM, TN) is no tiling of the register-tiled kernel, or None."""
+    if BM % TM or BN % TN:
+        return "the micro-tile must divide the block tile"
+    threads = (BM // TM) * (BN // TN)
+    if (BM * BK) % threads or (BK * BN) % threads:
+        return "each thread must load a whole number of tile elements"
+    return None
+
+
 # --- 4. register tiles ------------------------------------------------------------------------
 @reported(lambda k, x: [KernelSpec(  # the production GEMM (the other rungs are the lesson's)
     "register_tiled[{BM}x{BN}x{BK},{TM}x{TN}]".format(**PRODUCTION), k(x.f32, **PRODUCTION),
@@ -70,9 +80,8 @@ def matmul_register_tiled_kernel(dtype, BM, BN, BK, TM, TN):
     zero = acctype(0)
     TY, TX = BM // TM, BN // TN         # threads along M and along N
     THREADS = TX * TY
-    assert BM % TM == 0 and BN % TN == 0, "the micro-tile must divide the block tile"
-    assert (BM * BK) % THREADS == 0 and (BK * BN) % THREADS == 0, \
-        "each thread must load a whole number of tile elements"
+    problem = tile_problem(BM, BN, BK, TM, TN)
+    assert problem is None, problem
     A_LOADS = BM * BK // THREADS
     B_LOADS = BK * BN // THREADS
     # Shapes are computed here: numba needs literal (compile-time) shared/local array shapes,
@@ -240,28 +249,29 @@ the project's 2-core machine; ``python benchmarks/simulator_matmul_tiles.py`` me
 again and prints the fit."""
 
 
-def simulator_cost(M, N, K, nbatch, BM, BN, BK, TM, TN):
-    """Predicted checked-simulator seconds of one launch (:data:`SIMULATOR_COST`)."""
+def simulator_counts(M, N, K, nbatch, BM, BN, BK, TM, TN) -> dict:
+    """What :data:`SIMULATOR_COST` prices in one launch: blocks, threads, thread-slices and
+    element accesses."""
     threads = (BM // TM) * (BN // TN)
     blocks = -(-M // BM) * -(-N // BN) * nbatch
     slices = -(-K // BK)
     per_slice = BM * BK // threads + BK * BN // threads + BK * (TM + TN + 4 * TM * TN)
-    c = SIMULATOR_COST
-    return blocks * (c["block"] + threads * (c["thread"] + slices * c["thread_slice"]
-                                             + (slices * per_slice + TM * TN) * c["access"]))
+    return dict(block=blocks, thread=blocks * threads, thread_slice=blocks * threads * slices,
+                access=blocks * threads * (slices * per_slice + TM * TN))
 
 
-def _valid(BM, BN, BK, TM, TN):
-    threads = (BM // TM) * (BN // TN)
-    return (BM % TM == 0 and BN % TN == 0 and threads <= 256 and (BM * BK) % threads == 0
-            and (BK * BN) % threads == 0)
+def simulator_cost(M, N, K, nbatch, BM, BN, BK, TM, TN):
+    """Predicted checked-simulator seconds of one launch (:data:`SIMULATOR_COST`)."""
+    counts = simulator_counts(M, N, K, nbatch, BM, BN, BK, TM, TN)
+    return sum(counts[k] * seconds for k, seconds in SIMULATOR_COST.items())
 
 
 SIMULATOR_TILES = [dict(BM=bm, BN=bn, BK=bk, TM=tm, TN=tn)
                    for bm in (1, 2, 4, 8, 16, 32, 64) for bn in (1, 2, 4, 8, 16, 32, 64)
                    for bk in (4, 8, 16, 32) for tm in (1, 2, 4) for tn in (1, 2, 4)
-                   if _valid(bm, bn, bk, tm, tn)]
-"""The tile shapes the simulator chooses from (every one a valid ``matmul_register_tiled``)."""
+                   if tile_problem(bm, bn, bk, tm, tn) is None
+                   and (bm // tm) * (bn // tn) <= 256]
+"""The tile shapes the simulator chooses from: every valid tiling of at most 256 threads."""
 
 
 @functools.lru_cache(maxsize=4096)
