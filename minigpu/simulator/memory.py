@@ -24,8 +24,8 @@ initcheck
     are poisoned (0xA5 / True) but cannot be checked.
 racecheck
     Each access is recorded in a shadow map keyed by byte address (so views and aliases of one
-    buffer meet): the last write, up to two recent reads and the same-value stores since that
-    write, each with the thread's logical clock (``blocks._Worker.tick``) and source line.
+    buffer meet): the last write, up to two recent reads, the same-value stores since that
+    write and, when the last write is an atomic, an earlier atomic of another thread, each with the thread's logical clock (``blocks._Worker.tick``) and source line.
     ``rules.unordered`` decides whether two accesses of different threads can happen in either
     order; a conflict (at least one writes) is a ``RaceError`` unless it is a store of the
     bytes already there (``rules.same_value_store``). Atomics never conflict with each other.
@@ -420,7 +420,7 @@ class Array:
             e = shadow.get(addr)
             if e is None:
                 f = _getframe(1)
-                shadow[addr] = [None, (c, f.f_code.co_filename, f.f_lineno), None, None]
+                shadow[addr] = [None, (c, f.f_code.co_filename, f.f_lineno), None, None, None]
             else:
                 r1 = e[1]
                 if r1 is None or r1[0] is not c:
@@ -456,10 +456,11 @@ class Array:
             with _atomic_lock:
                 e = shadow.get(addr)
                 if e is None:
-                    shadow[addr] = [rec, None, None, None]
+                    shadow[addr] = [rec, None, None, None, None]
                 else:
                     w = e[0]
-                    if w is None or w[0] is not c or e[1] is not None or e[3] is not None:
+                    if w is None or w[0] is not c or e[1] is not None or e[3] is not None \
+                            or e[4] is not None:
                         self._write(e, rec, idx, value)
                     else:  # the same thread rewriting in the same interval: nothing new
                         e[0] = rec
@@ -528,7 +529,7 @@ class Array:
             rec = (c, f.f_code.co_filename, f.f_lineno, True)
             e = self.shadow.get(addr)
             if e is None:
-                self.shadow[addr] = [rec, None, None, None]
+                self.shadow[addr] = [rec, None, None, None, None]
             else:
                 self._write(e, rec, idx, None)
         self.a[idx] = update(old)
@@ -547,6 +548,9 @@ class Array:
             # (benign when this thread stored the same value here in this interval: every
             # store since w wrote w's bytes, so the read sees them in any order)
             self._race(idx, w, "atomic write" if w[3] else "write", rec, "read")
+        rival = e[4]
+        if rival is not None and rival[0][0] is not c[0] and unordered(c, rival[0]):
+            self._race(idx, rival, "atomic write", rec, "read")
         r1, r2 = e[1], e[2]
         if r1 is None or r1[0][0] is c[0]:
             e[1] = rec
@@ -562,7 +566,10 @@ class Array:
         access of another thread. A plain store of the bytes the element already holds
         (``rules.same_value_store``) conflicts only with an atomic; it is kept apart (``e[3]``,
         a list)
-        so that a later store of another value, which it does race, is checked against it."""
+        so that a later store of another value, which it does race, is checked against it.
+        An atomic over another thread's unordered atomic keeps that one (``e[4]``, always of
+        another thread than ``e[0]``'s): a plain access later in the interval races with
+        both, whichever thread the OS ran last."""
         c, atomic = rec[0], rec[3]
         w, same = e[0], e[3]
 
@@ -570,9 +577,11 @@ class Array:
             return other is not None and other[0][0] is not c[0] and unordered(c, other[0])
 
         what = "atomic write" if atomic else "write"
+        rival = e[4]
         if not atomic and self._same_value(idx, value):
-            if w is not None and w[3] and conflicts(w):
-                self._race(idx, w, "atomic write", rec, what)
+            for other in (w, rival):
+                if other is not None and other[3] and conflicts(other):
+                    self._race(idx, other, "atomic write", rec, what)
             if same is None:
                 e[3] = [rec]
             else:
@@ -580,13 +589,19 @@ class Array:
             return
         if conflicts(w) and not (atomic and w[3]):
             self._race(idx, w, "atomic write" if w[3] else "write", rec, what)
+        if conflicts(rival) and not atomic:
+            self._race(idx, rival, "atomic write", rec, what)
         for other in same or ():
             if conflicts(other):
                 self._race(idx, other, "write", rec, what)
         for r in (e[1], e[2]):
             if conflicts(r):
                 self._race(idx, r, "read", rec, what)
-        e[0], e[1], e[2], e[3] = rec, None, None, None
+        if atomic and w is not None and w[3] and conflicts(w):
+            rival = w
+        elif not atomic or w is None or w[0][0] is not c[0]:
+            rival = None
+        e[0], e[1], e[2], e[3], e[4] = rec, None, None, None, rival
 
     def _same_value(self, idx, value):
         """Would storing ``value`` at ``idx`` leave the element's bytes as they are? (Over an
