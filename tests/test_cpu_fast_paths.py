@@ -142,3 +142,28 @@ def test_matmul_with_one_right_matrix_equals_per_batch_products(data, dtype):
     assert got.dtype == dtype
     np.testing.assert_allclose(got, want, rtol=1e-5 if dtype == np.float32 else 1e-12,
                                atol=1e-5 if dtype == np.float32 else 1e-12)
+
+
+@given(st.data(), st.sampled_from([np.float16, np.float32, np.float64, np.int32, np.int64]),
+       st.booleans(), st.booleans())
+def test_select_by_bits_equals_np_where_bit_for_bit(data, dtype, with_y, broadcast_x):
+    """optable.select, with the threshold lowered so that every draw takes the bit-mask path:
+    the same bits as np.where (NaN payloads, -0.0, infinities), the same dtype and shape."""
+    from minigpu.backends import optable
+    n = data.draw(st.integers(1, 64))
+    bits = {2: np.uint16, 4: np.uint32, 8: np.uint64}[np.dtype(dtype).itemsize]
+    raw = st.integers(0, np.iinfo(bits).max)  # any bit pattern, NaNs with payloads included
+    x = np.array(data.draw(st.lists(raw, min_size=n, max_size=n)), bits).view(dtype)
+    y = np.array(data.draw(st.lists(raw, min_size=n, max_size=n)), bits).view(dtype)
+    cond = np.array(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)))
+    if broadcast_x:
+        x = x[:1]
+    expected = np.where(cond, x, y if with_y else 0)
+    old = optable.SELECT_BY_BITS_FROM
+    optable.SELECT_BY_BITS_FROM = 0
+    try:
+        got = optable.select(cond, x, y if with_y else None)
+    finally:
+        optable.SELECT_BY_BITS_FROM = old
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    assert got.tobytes() == expected.tobytes()
