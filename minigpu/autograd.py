@@ -413,17 +413,21 @@ def _walk(tensor, gradient, retain_graph, captured=None, create_graph=False):
                          else g for g, meta in zip(grads_out, node.output_meta)]
         if node._output_hooks or node._retained:
             _output_hooks(node, grads_out)
-        if create_graph and not node.differentiable_backward:
+        recomposed = create_graph and not node.differentiable_backward
+        if recomposed and getattr(node, "composite", None) is None:
             raise RuntimeError(
                 f"minigpu: create_graph=True through {node.name()} is not supported: its "
                 f"backward calls fused primitives that record no graph, so a gradient of its "
                 f"gradient would be silently wrong. Higher-order gradients work through "
-                f"elementwise ops, matmul/linear, sum/mean, norm and view ops.")
+                f"elementwise ops, matmul/linear, sum/mean, norm, view ops and the ops with a "
+                f"composite form (convolutions, pooling, normalisation, softmax).")
         if captured:
             for index, g in enumerate(grads_out):
                 if (id(node), index) in captured and g is not None:
                     captured[id(node), index] = g
-        if observers:
+        if recomposed:
+            grads_in = _composite_backward(node, grads_out)
+        elif observers:
             grads_in = _observed("backward", node, type(node).backward, *grads_out)
         else:
             grads_in = type(node).backward(node, *grads_out)
@@ -454,6 +458,73 @@ def _walk(tensor, gradient, retain_graph, captured=None, create_graph=False):
             node.inputs = None
             node._saved = None
     return leaves
+
+
+# --- create_graph through fused ops: the composite form ---------------------------------------
+# A node whose backward calls fused primitives records no graph. When it has a ``composite``
+# (the same map written in differentiable Tensor ops: ``composite(*inputs)`` with the inputs
+# ``apply`` got, returning its outputs), ``create_graph=True`` differentiates that instead:
+# the fused path stays the fast one, and the composite is only run for higher-order gradients.
+
+
+def _composite_backward(node, grads_out):
+    """The node's input gradients as recorded functions of its inputs and ``grads_out``: the
+    vector-Jacobian product of its composite, as one node of the graph being built."""
+    args = node.inputs
+    at = [i for i, (a, need) in enumerate(zip(args, node.needs_input_grad))
+          if need and isinstance(a, TensorBase)]
+    live = [k for k, g in enumerate(grads_out) if g is not None]
+
+    def outputs_of(*tensors):
+        full = list(args)
+        for i, t in zip(at, tensors):
+            full[i] = t
+        outs = node.composite(*full)
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        return tuple(outs[k] for k in live)
+
+    grads = vjp(outputs_of, [args[i] for i in at], [grads_out[k] for k in live])
+    result = [None] * len(args)
+    for i, g in zip(at, grads):
+        result[i] = g
+    return tuple(result)
+
+
+def vjp(fn, inputs, cotangents):
+    """``grad(fn(*inputs), inputs, cotangents)`` as recorded functions of ``inputs`` and
+    ``cotangents``, differentiable again to any order (each order recomputes ``fn``)."""
+    def product(*tensors):
+        xs, cs = tensors[:len(inputs)], tensors[len(inputs):]
+        pairs = [(o, c) for o, c in zip(fn(*xs), cs) if o.requires_grad]  # not constants
+        return grad([o for o, _ in pairs], xs, [c for _, c in pairs], create_graph=True,
+                    materialize_grads=True)
+    return _Recomputed.apply(*inputs, *cotangents, fn=product)
+
+
+class _Recomputed(Function):
+    """``fn(*inputs)`` evaluated on detached copies of the inputs, whose backward is the
+    vector-Jacobian product of ``fn`` (:func:`vjp`), so every order of derivative is a node
+    of the graph that asks for it."""
+
+    differentiable_backward = True
+
+    def forward(self, *inputs, fn):
+        self.fn = fn
+        self.save_for_backward(*inputs)
+        leaves = [x.detach().requires_grad_() if x.is_floating_point() else x for x in inputs]
+        with enable_grad():
+            outs = fn(*leaves)
+        return tuple(o.detach() for o in outs)
+
+    def backward(self, *grads):
+        inputs = self.saved_tensors
+        live = [k for k, g in enumerate(grads) if g is not None]
+        fn = self.fn
+
+        def outputs_of(*xs):
+            outs = fn(*xs)
+            return tuple(outs[k] for k in live)
+        return vjp(outputs_of, list(inputs), [grads[k] for k in live])
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,

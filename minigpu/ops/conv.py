@@ -24,6 +24,7 @@ from ..autograd import Function
 from ..backends.contract import View, conv_out_size, pair
 from ..dtypes import autocast_cast
 from ..tensor import Tensor
+from . import composite
 from .common import check_same_device
 from .registry import op
 from .shape import cat, contiguous, narrow
@@ -31,6 +32,8 @@ from .shape import cat, contiguous, narrow
 
 class Conv2d(Function):
     """y = conv2d(x, weight, bias); x (N,C,H,W) and weight (OC,C,kh,kw), groups=1."""
+
+    composite = composite.conv2d  # what create_graph=True differentiates
 
     def forward(self, x, weight, bias, stride, padding, dilation):
         x = contiguous(x)

@@ -22,6 +22,7 @@ from ..autograd import Function
 from ..backends.contract import View, pair
 from ..dtypes import autocast_cast
 from ..tensor import Tensor
+from . import composite
 from .conv import check_conv_args, sum_of_products
 from .registry import op
 from .shape import cat, contiguous, narrow
@@ -33,6 +34,8 @@ def transposed_out_size(size, k, stride, padding, dilation, output_padding):
 
 class ConvTranspose2d(Function):
     """y = conv_transpose2d(x, weight, bias); x (N,C_in,H,W), weight (C_in,C_out,kh,kw)."""
+
+    composite = composite.conv_transpose2d  # create_graph=True differentiates this
 
     def forward(self, x, weight, bias, stride, padding, output_padding, dilation):
         x, weight = contiguous(x), contiguous(weight)

@@ -25,12 +25,29 @@ class IndexSelect(Function):
         self.save_for_backward(idx)
         return Tensor._dense(out, tuple(idx.shape) + tuple(x.shape[1:]), x.device)
 
+    differentiable_backward = True  # IndexAdd, whose backward is IndexSelect again
+
     def backward(self, g):
         (idx,) = self.saved_tensors
+        return IndexAdd.apply(g, idx, self.rows), None
+
+
+class IndexAdd(Function):
+    """out (rows, ...) = zeros with out[idx[n]] += g[n]: IndexSelect's backward (atomics on
+    cuda), a recorded op so that create_graph differentiates it (its backward selects)."""
+
+    differentiable_backward = True
+
+    def forward(self, g, idx, rows):
         n = idx.numel()
-        rows = reshape(contiguous(g), n, g.numel() // max(n, 1))
-        out = g.backend.index_add(reshape(idx, n)._view(), rows._view(), self.rows)
-        return Tensor._dense(out, (self.rows,) + tuple(g.shape[idx.ndim:]), g.device), None
+        flat = reshape(contiguous(g), n, g.numel() // max(n, 1))
+        out = g.backend.index_add(reshape(idx, n)._view(), flat._view(), rows)
+        self.save_for_backward(idx)
+        return Tensor._dense(out, (rows,) + tuple(g.shape[idx.ndim:]), g.device)
+
+    def backward(self, g):
+        (idx,) = self.saved_tensors
+        return IndexSelect.apply(g, idx), None, None
 
 
 @op(mg=True)
@@ -92,6 +109,8 @@ def _as1d(t):
 class Gather(Function):
     """out = x gathered along dim at index; backward scatter-adds g into zeros (atomics)."""
 
+    differentiable_backward = True  # ScatterAdd, whose backward gathers again
+
     def forward(self, x, dim, index):
         self.dim, self.shape = dim, x.shape
         self.save_for_backward(index)
@@ -101,13 +120,14 @@ class Gather(Function):
     def backward(self, g):
         (index,) = self.saved_tensors
         zeros = Tensor._full(self.shape, 0, g.dtype, g.device)
-        out = g.backend.scatter_add_dim(zeros._view(), self.dim, index._view(), g._view())
-        return Tensor._dense(out, self.shape, g.device), None, None
+        return ScatterAdd.apply(zeros, self.dim, index, g), None, None
 
 
 class ScatterAdd(Function):
     """out = x + src scattered along dim at index; the gradients: g for x, g gathered at
     index for src."""
+
+    differentiable_backward = True  # g itself, and Gather
 
     def forward(self, x, dim, index, src):
         self.dim = dim
@@ -119,8 +139,7 @@ class ScatterAdd(Function):
         (index,) = self.saved_tensors
         g_src = None
         if self.needs_input_grad[3]:
-            g_src = Tensor._dense(g.backend.gather_dim(g._view(), self.dim, index._view()),
-                                  index.shape, g.device)
+            g_src = Gather.apply(g, self.dim, index)
         return g, None, None, g_src
 
 

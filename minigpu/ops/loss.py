@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import warnings
 
-from ..autograd import Function, no_grad
+from ..autograd import Function, is_grad_enabled, no_grad
 from ..dtypes import autocast_cast
 from ..tensor import Tensor, int64
+from . import composite
 from . import elementwise as ew
 from .common import check_same_device
 from .registry import op
@@ -98,8 +99,13 @@ class BinaryCrossEntropy(Function):
         self.save_for_backward(x, t, log_x, log_1mx)
         return loss
 
+    differentiable_backward = True  # Tensor ops (the logs recomputed under create_graph)
+
     def backward(self, g):
         x, t, log_x, log_1mx = self.saved_tensors
+        if is_grad_enabled():  # create_graph: the logs as recorded functions of x
+            log_x = ew.clamp(ew.log(x), min=-100.0)
+            log_1mx = ew.clamp(ew.log(1.0 - x), min=-100.0)
         gx = gt = None
         if self.needs_input_grad[0]:
             gx = g * (x - t) / ew.clamp(x * (1.0 - x), min=_EPSILON)
@@ -147,8 +153,12 @@ class BCEWithLogits(Function):
         self.save_for_backward(x, t, pos_weight, sp_neg)
         return loss
 
+    differentiable_backward = True  # Tensor ops (softplus recomputed under create_graph)
+
     def backward(self, g):
         x, t, pw, sp_neg = self.saved_tensors
+        if is_grad_enabled():  # create_graph: softplus(-x) as a recorded function of x
+            sp_neg = ew.relu(-x) + ew.log(ew.exp(-ew.abs(x)) + 1.0)
         gx = gt = gpw = None
         if self.needs_input_grad[0]:
             s = ew.sigmoid(x)
@@ -253,6 +263,8 @@ def _scatter(idx: Tensor, src: Tensor, c: int) -> Tensor:
 class NLLLoss(Function):
     """loss_r = -coef_r * logp[r, t_r]; backward scatters -g*coef into the target columns."""
 
+    composite = composite.nll_loss  # what create_graph=True differentiates
+
     def forward(self, logp, target, coef):
         self.classes = logp.shape[1]
         logp = contiguous(logp)
@@ -275,6 +287,8 @@ class CrossEntropy(Function):
     (eps/C)*g_r*valid_r*w_c`` with ``p = exp(logp)`` and ``a_r = g_r*((1-eps)*coef_r +
     (eps/C)*valid_r*sum(w))``: ``softmax - onehot`` when eps = 0 and there are no weights.
     """
+
+    composite = composite.cross_entropy  # what create_graph=True differentiates
 
     def forward(self, x, target, coef, valid, weight, smoothing):
         x, view = _rows(x)

@@ -21,12 +21,15 @@ import numbers
 from ..autograd import Function
 from ..backends.contract import conv_out_size, pair
 from ..tensor import Tensor
+from . import composite
 from .linalg import matmul
 from .registry import op
 from .shape import cat, contiguous
 
 
 class MaxPool2d(Function):
+    composite = composite.max_pool2d  # what create_graph=True differentiates
+
     def forward(self, x, kernel, stride, padding):
         x = contiguous(x)
         out, argmax = x.backend.maxpool2d(x._view(), kernel, stride, padding)
@@ -45,6 +48,8 @@ class MaxPool2d(Function):
 
 
 class AvgPool2d(Function):
+    composite = composite.avg_pool2d  # what create_graph=True differentiates
+
     def forward(self, x, kernel, stride, padding, count_include_pad):
         x = contiguous(x)
         self.args = (kernel, stride, padding, count_include_pad)

@@ -8,6 +8,7 @@ from collections import namedtuple
 from ..autograd import SCALAR_TYPES, Function, is_grad_enabled, no_grad
 from ..dtypes import SCALAR_NAMES, autocast_cast, float16, int64
 from ..tensor import Tensor
+from . import composite
 from . import elementwise as ew
 from .registry import op
 from .shape import normalize_dim, normalize_dims, permute, reshape
@@ -63,6 +64,8 @@ def _spread(g: Tensor, shape, dims) -> Tensor:
 class Extreme(Function):
     """max/min over dims; the gradient is shared equally among tied extreme elements."""
 
+    differentiable_backward = True  # Tensor ops: create_graph differentiates them again
+
     def forward(self, x, op, dims, keepdim):
         self.dims = dims
         out = x.backend.reduce(op, x._view(), dims)
@@ -80,6 +83,8 @@ class Extreme(Function):
 
 class ArgExtreme(Function):
     """max/min along one dim returning (values, indices); gradient flows to the argmax."""
+
+    composite = composite.arg_extreme  # what create_graph=True differentiates
 
     def forward(self, x, op, dim, keepdim):
         self.dim, self.source = dim, x.shape

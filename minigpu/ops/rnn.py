@@ -28,6 +28,7 @@ import numpy as np
 from ..autograd import Function
 from ..backends.contract import View, dense
 from ..tensor import Tensor
+from . import composite
 from .common import check_same_device
 from .registry import op
 
@@ -349,6 +350,8 @@ class EmbeddingFunction(Function):
     """out[...] = weight[idx[...]]: ``index_select`` forward; backward ``index_add`` (atomics
     on cuda: repeated indices accumulate), with the rows of ``padding_idx`` masked to zero
     first (one ``where`` over a stride-0 broadcast of the (N,) keep-mask)."""
+
+    composite = composite.embedding  # what create_graph=True differentiates
 
     def forward(self, weight, idx, padding_idx=None):
         b = weight.backend

@@ -4,6 +4,7 @@ from __future__ import annotations
 from ..autograd import Function
 from ..dtypes import autocast_cast, float16
 from ..tensor import Tensor
+from . import composite
 from .common import as_float
 from .registry import op
 from .shape import contiguous, normalize_dim, transpose
@@ -17,6 +18,8 @@ def _rows(t: Tensor):
 
 
 class Softmax(Function):
+    composite = composite.softmax  # what create_graph=True differentiates
+
     def forward(self, x, log):
         self.log = log
         x, rows = _rows(x)

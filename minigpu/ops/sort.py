@@ -14,6 +14,7 @@ from collections import namedtuple
 
 from ..autograd import Function
 from ..tensor import Tensor
+from . import composite
 from .registry import op
 from .shape import normalize_dim, transpose
 
@@ -23,6 +24,8 @@ TopkResult = namedtuple("topk", ["values", "indices"])
 
 class Sort(Function):
     """(values, indices) of x's rows (last axis) sorted; gradient to the source positions."""
+
+    composite = composite.sort  # what create_graph=True differentiates
 
     def forward(self, x, descending):
         values, indices = x.backend.sort(x._view(), descending)
