@@ -17,6 +17,7 @@ import inspect
 import sys as _sys
 import threading
 import types as _types
+from typing import NamedTuple
 
 import numpy as np
 
@@ -103,6 +104,11 @@ class inference_mode(set_grad_enabled):
             _grad_mode.enabled = False
 
 
+class _InputShape(NamedTuple):
+    """What the backward walk keeps of an input that is not a leaf: its shape."""
+    shape: tuple
+
+
 class Function:
     """Base class of differentiable operations, in PyTorch's form.
 
@@ -135,6 +141,7 @@ class Function:
     _retained = None  # {output index: weakref to the tensor}, from Tensor.retain_grad
     materialize_grads = False  # True for Functions in PyTorch's form: see set_materialize_grads
     differentiable_backward = False
+    composite = None  # the same map in differentiable Tensor ops (ops/composite.py), if any
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -217,11 +224,17 @@ class Function:
             return outputs
         # The graph edges are fixed now: an input later modified in place (and given a new
         # grad_fn) does not change what this node feeds its gradients to.
-        ctx.inputs = args
         ctx.next_functions = tuple([
             None if not n else (a.grad_fn, a._output_index) if a._base is None
             or a._fn_version == a._version_counter[0] else a._refresh_view()
             for a, n in zip(args, needs)])
+        # The walk needs an input itself only where it is a leaf (its gradient accumulates
+        # there), elsewhere its shape; holding every input would keep each intermediate
+        # activation alive until backward. A node with a composite form keeps them all: under
+        # create_graph its composite recomputes from them.
+        ctx.inputs = args if cls.composite is not None else tuple([
+            None if edge is None else a if edge[0] is None else _InputShape(a.shape)
+            for a, edge in zip(args, ctx.next_functions)])
         single = not isinstance(outputs, tuple)
         results = (outputs,) if single else outputs
         ctx.num_outputs = len(results)

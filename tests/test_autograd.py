@@ -200,3 +200,17 @@ def test_a_node_does_not_keep_its_own_output_alive(op):
             "sigmoid": (s := 1 / (1 + np.exp(-x.detach().numpy()))) * (1 - s),
             "sqrt": 0.5 / np.sqrt(x.detach().numpy())}[op]
     np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-6)
+
+
+def test_a_node_does_not_keep_an_intermediate_input_alive():
+    """The walk needs a non-leaf input's shape only: an activation that no node saves is freed
+    after the forward pass (PyTorch's memory behaviour), and backward is unchanged."""
+    import weakref
+    x = mg.tensor(np.arange(6.0), requires_grad=True)
+    h = x * 2.0 + 1.0  # saved by nobody: add and the affine map need only shapes
+    buffer = weakref.ref(h._buf)
+    out = (h + x).sum()
+    del h
+    assert buffer() is None
+    out.backward()
+    assert x.grad.tolist() == [3.0] * 6
