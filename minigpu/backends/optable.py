@@ -33,8 +33,10 @@ from ..autograd import is_grad_enabled
 
 
 _SAME_SIZE_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
-SELECT_BY_BITS_FROM = 1 << 15
-"""Arrays from this many elements select by bit masks (:func:`select`)."""
+SELECT_BY_BITS_FROM = 1 << 10
+"""Arrays from this many elements select by bit masks (:func:`select`): with a new mask at
+every call, as in training, ``np.where`` took 4.4 us at 1024 elements (the masks 2.2 us), 62 us
+at 16384 (5.4 us), 0.9 us at 256 (1.9 us)."""
 
 
 def select(cond, x, y=None):
