@@ -4,12 +4,14 @@ Blocks that use the cuda device (a "cuda" string, ``.cuda()``, ``@cuda.jit``, ``
 run with this session's ``NUMBA_ENABLE_CUDASIM`` (the simulator in the suite, the GPU with
 ``NUMBA_ENABLE_CUDASIM=0``). Every other block runs WITHOUT it, as on a cpu-only machine with
 neither a GPU nor the simulator, so a cpu example that would crash there cannot hide behind the
-suite's simulator. Blocks fenced otherwise (```text, ```console, ```bash, ...) are not run; a
+suite's simulator. A block that imports torch is skipped, and listed as skipped, where torch
+is not installed (it comes with the ``parity`` extra). Blocks fenced otherwise (```text, ```console, ```bash, ...) are not run; a
 fragment that cannot run on its own belongs in one of those.
 
 Files are found when the suite is collected (pages added later are picked up), one test per
 block (``README.md:10``), each in a fresh temporary working directory.
 """
+import importlib.util
 import os
 import re
 import subprocess
@@ -22,6 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FENCE = re.compile(r"^(?P<indent>[ \t]*(?:>[ \t]?)*)(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^`\n]*)$")
 USES_CUDA = re.compile(r"""["']cuda(:\d+)?["']|\.cuda\(|cuda\.jit|from numba import cuda|"""
                        r"""numba\.cuda""")
+IMPORTS_TORCH = re.compile(r"^\s*(import torch|from torch[ .])", re.M)
 TIMEOUT_S = 180
 
 
@@ -72,6 +75,9 @@ def run_block(code, cwd, cuda):
 
 @pytest.mark.parametrize("path,code", list(python_blocks()))
 def test_python_block_runs(path, code, tmp_path):
+    if IMPORTS_TORCH.search(code) and importlib.util.find_spec("torch") is None:
+        pytest.skip("the block imports torch, which is not installed (pip install -e "
+                    "'.[parity]')")
     cuda = bool(USES_CUDA.search(code))
     result = run_block(code, tmp_path, cuda)
     where = "with the CUDA simulator" if cuda else "without NUMBA_ENABLE_CUDASIM (cpu only)"

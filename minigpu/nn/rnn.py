@@ -493,7 +493,9 @@ class RNNCell(RNNCellBase):
 
     def forward(self, input, hx=None):
         input, (hx,), batched = self._prepare(input, [hx])
-        pre = self._projection(input, hx)
+        # a missing state is zeros that W_hh multiplies, as in PyTorch: its gradient is 0,
+        # not None (an optimizer's weight decay still applies to it)
+        pre = self._projection(input, hx if hx is not None else self._zeros(input))
         h = ops.tanh(pre) if self.nonlinearity == "tanh" else ops.relu(pre)
         return h if batched else ops.squeeze(h, 0)
 
@@ -511,7 +513,7 @@ class LSTMCell(RNNCellBase):
             raise RuntimeError("LSTMCell expects hx to be a tuple (h, c)")
         h, c = hx if hx is not None else (None, None)
         input, (h, c), batched = self._prepare(input, [h, c])
-        gates = self._projection(input, h)
+        gates = self._projection(input, h if h is not None else self._zeros(input))  # as RNNCell
         h, c = rnn_ops.lstm_cell(gates, c if c is not None else self._zeros(input))
         if not batched:
             h, c = ops.squeeze(h, 0), ops.squeeze(c, 0)

@@ -25,6 +25,7 @@ import numpy as np
 from ..autograd import Function
 from ..backends.contract import View
 from ..tensor import Tensor
+from . import composite
 from .common import check_same_device
 from .elementwise import where
 from .linalg import matmul
@@ -59,6 +60,8 @@ def _safe_softmax(scores):
 class FlashAttention(Function):
     """Attention of dense (B, L, E), (B, S, E), (B, S, Ev) tensors through the fused
     primitives; saves the output and the row log-sum-exp (B * L numbers), never the scores."""
+
+    composite = composite.attention  # what create_graph=True differentiates
 
     def forward(self, q, k, v, mask, causal, scale):
         out, lse = q.backend.attention(q._view(), k._view(), v._view(), mask, causal, scale)

@@ -226,3 +226,93 @@ def batch_norm(ctx, x, weight, bias, eps):
     if bias is not None:
         y = y + bias.to(x.dtype).reshape(*channel)
     return y, None, None
+
+
+# --- recurrent cells and sequences (ops/rnn.py) -------------------------------------------------
+def _lstm_step(gates, c_prev):
+    """PyTorch's LSTM cell on gate pre-activations in the order (i, f, g, o)."""
+    hs = c_prev.shape[1]
+    i, f, g, o = (gates.narrow(1, k * hs, hs) for k in range(4))
+    c = f.sigmoid() * c_prev + i.sigmoid() * g.tanh()
+    return o.sigmoid() * c.tanh(), c
+
+
+def lstm_cell(ctx, gates, c_prev):
+    """``LSTMCellFunction``: (h, c) from the gates and the previous cell state."""
+    return _lstm_step(gates, c_prev)
+
+
+def gru_cell(ctx, gx, gh, h_prev):
+    """``GRUCellFunction``: PyTorch's GRU step from the two projections (gate order r, z, n)."""
+    hs = h_prev.shape[1]
+    r = (gx.narrow(1, 0, hs) + gh.narrow(1, 0, hs)).sigmoid()
+    z = (gx.narrow(1, hs, hs) + gh.narrow(1, hs, hs)).sigmoid()
+    n = (gx.narrow(1, 2 * hs, hs) + r * gh.narrow(1, 2 * hs, hs)).tanh()
+    return n + z * (h_prev - n)
+
+
+def _recurrence(step):
+    """A ``Recurrence`` composite over ``step(gates, state) -> (h, state)``: the sequence one
+    step at a time, each step a matmul with W_hh^T and the cell's maps."""
+    def recurrence(ctx, xproj, h0, c0, w_hh, reverse=False):
+        steps = xproj.shape[0]
+        h, state = h0, c0
+        if ctx.has_state and state is None:
+            state = _filled(xproj, (xproj.shape[1], w_hh.shape[1]), 0.0)
+        outputs = [None] * steps
+        for t in (range(steps - 1, -1, -1) if reverse else range(steps)):
+            gates = xproj[t] if h is None else xproj[t] + h @ w_hh.t()
+            h, state = step(gates, state)
+            outputs[t] = h
+        output = stack(outputs, 0)
+        return (output, h, state) if ctx.has_state else (output, h)
+    return recurrence
+
+
+lstm_recurrence = _recurrence(_lstm_step)
+tanh_recurrence = _recurrence(lambda gates, state: (gates.tanh(), None))
+relu_recurrence = _recurrence(lambda gates, state: (gates.relu(), None))
+
+
+def unbind_steps(ctx, x):
+    """``UnbindSteps``: x[0], x[1], ... (slices)."""
+    return tuple(x[t] for t in range(x.shape[0]))
+
+
+# --- scans (ops/scan.py) --------------------------------------------------------------------------
+def _running(x, dim, combine):
+    """The inclusive scan of ``x`` along ``dim`` as a chain of ``combine`` calls (what a
+    gradient of any order differentiates exactly, zeros of a product included)."""
+    total = x.narrow(dim, 0, 1)
+    parts = [total]
+    for k in range(1, x.shape[dim]):
+        total = combine(total, x.narrow(dim, k, 1))
+        parts.append(total)
+    return parts
+
+
+def scan(ctx, x, op, dim):
+    """``Scan``: cumsum or cumprod along ``dim``."""
+    parts = _running(x, dim, (lambda a, b: a + b) if op == "sum" else (lambda a, b: a * b))
+    return cat(parts, dim)
+
+
+def prod(ctx, x, dim, keepdim):
+    """``Prod``: the product along ``dim`` (the last running product)."""
+    total = _running(x, dim, lambda a, b: a * b)[-1]
+    return total if keepdim else total.squeeze(dim)
+
+
+# --- attention (ops/attention.py) -----------------------------------------------------------------
+def attention(ctx, q, k, v, mask, causal, scale):
+    """``FlashAttention`` on (B, L, E), (B, S, E), (B, S, Ev): softmax(q k^T * scale + mask)
+    @ v, with the causal mask's -inf above the diagonal; a row masked everywhere gives 0."""
+    scores = q @ k.transpose(1, 2) * scale
+    if mask is not None:  # the additive mask, a backend view
+        scores = scores + Tensor(mask.buf, mask.shape, mask.strides, mask.offset, q.device)
+    if causal:
+        above = np.triu(np.full(tuple(scores.shape[-2:]), -np.inf, q.dtype), 1)
+        scores = scores + Tensor._from_array(above, q.device)
+    dead = scores.max(-1, keepdim=True).values.detach() == float("-inf")
+    zero = _filled(scores, (), 0.0)
+    return where(dead, zero, where(dead, zero, scores).softmax(-1)) @ v

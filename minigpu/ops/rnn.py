@@ -67,6 +67,8 @@ def _tensor(buf, shape, like: Tensor) -> Tensor:
 class LSTMCellFunction(Function):
     """(gates (N, 4H), c_prev (N, H)) -> (h, c): one fused kernel forward, one backward."""
 
+    composite = composite.lstm_cell  # what create_graph=True differentiates
+
     def forward(self, gates, c_prev):
         b = gates.backend
         n, hs = c_prev.shape
@@ -107,6 +109,8 @@ class GRUCellFunction(Function):
     the two (N, 3H) gradients), on column views of gx and gh (no slicing copies), instead of
     ~25 autograd nodes and the zero-fill + copy that each slice's backward costs.
     """
+
+    composite = composite.gru_cell  # what create_graph=True differentiates
 
     def forward(self, gx, gh, h_prev):
         b = gx.backend
@@ -275,6 +279,7 @@ class LSTMRecurrence(Recurrence):
     activations and the (N, H) cell state of every step."""
 
     has_state = True
+    composite = composite.lstm_recurrence  # what create_graph=True differentiates
 
     def cell(self, b, gates, state):
         h, c, act = b.lstm_cell(gates, state)
@@ -291,6 +296,8 @@ class TanhRecurrence(Recurrence):
     """Elman RNN, h = tanh(xproj[t] + h @ W_hh^T): one unary launch per step; backward
     ``tanh_grad(dh, h)`` from the saved output (nothing else is kept)."""
 
+    composite = composite.tanh_recurrence  # what create_graph=True differentiates
+
     def cell(self, b, gates, state):
         return b.unary("tanh", gates), None, None
 
@@ -301,6 +308,8 @@ class TanhRecurrence(Recurrence):
 class ReluRecurrence(Recurrence):
     """Elman RNN with relu: relu(pre) > 0 exactly when the output h > 0, so ``relu_grad``
     reads the saved output instead of a saved pre-activation."""
+
+    composite = composite.relu_recurrence  # what create_graph=True differentiates
 
     def cell(self, b, gates, state):
         return b.unary("relu", gates), None, None
@@ -318,6 +327,8 @@ class UnbindSteps(Function):
     (L, ...) buffer (one copy per step; zeros for steps without a gradient) instead of L
     full-size zero tensors and L full-size accumulating adds, which slicing with ``x[t]`` would
     cost (quadratic in L)."""
+
+    composite = composite.unbind_steps  # what create_graph=True differentiates
 
     def forward(self, x):
         self.shape, self.dtype = tuple(x.shape), x.dtype

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..autograd import Function, no_grad
 from ..tensor import Tensor, int64
+from . import composite
 from .common import check_same_device
 from .elementwise import where
 from .indexing import scatter_add
@@ -35,6 +36,8 @@ def _scan(x: Tensor, op, dim, exclusive=False, reverse=False) -> Tensor:
 
 
 class Scan(Function):
+    composite = composite.scan  # what create_graph=True differentiates
+
     def forward(self, x, op, dim):
         self.op, self.dim = op, dim
         y = _scan(x, op, dim)
@@ -93,6 +96,8 @@ def cumprod(x, dim, dtype=None):
 class Prod(Function):
     """prod over one dim (``None``: x was flattened, dim 0)."""
 
+    composite = composite.prod  # what create_graph=True differentiates
+
     def forward(self, x, dim, keepdim):
         self.dim, self.keepdim = dim, keepdim
         self.save_for_backward(x)
@@ -128,13 +133,14 @@ def prod(x, dim=None, keepdim=False, dtype=None):
 class MaskedSelect(Function):
     """x[mask] for a mask of x's shape: the kept elements, 1-D; backward puts g back."""
 
+    differentiable_backward = True  # MaskedScatter, whose backward selects again
+
     def forward(self, x, mask):
         self.mask = mask
         return _select(x, mask)
 
     def backward(self, g):
-        out = g.backend.masked_scatter(self.mask._view(), g.contiguous()._view())
-        return Tensor._dense(out, self.mask.shape, g.device), None
+        return MaskedScatter.apply(self.mask, g), None
 
 
 def _select(x, mask):
@@ -146,13 +152,15 @@ class MaskedScatter(Function):
     """A tensor of the mask's shape holding ``src``'s elements at the True positions, in
     order, zeros elsewhere; backward picks g at those positions."""
 
+    differentiable_backward = True  # MaskedSelect, whose backward scatters again
+
     def forward(self, mask, src):
         self.mask, self.src_shape = mask, src.shape
         out = src.backend.masked_scatter(mask._view(), reshape(src, src.numel())._view())
         return Tensor._dense(out, mask.shape, src.device)
 
     def backward(self, g):
-        return None, reshape(_select(g, self.mask), *self.src_shape)
+        return None, reshape(MaskedSelect.apply(g, self.mask), *self.src_shape)
 
 
 def _full_mask(x, mask):

@@ -242,20 +242,38 @@ def _compile_ptx(spec: KernelSpec) -> str:
     return ptx
 
 
-def _probe():
-    """Compile a two-line kernel that calls a device function: proves NVVM, NVRTC and
-    libdevice are all there before the real work starts."""
+@functools.lru_cache(maxsize=None)
+def working_toolchain() -> dict:
+    """:func:`toolchain`, proven by compiling a two-line kernel that calls a device function
+    and ``math.exp`` (NVVM, NVRTC and libdevice all there) before the real work starts; raises
+    :class:`ToolchainMissing` saying what is missing."""
+    import math
+
     import numba
     from numba import cuda
+    from numba.cuda import dispatcher
+
+    tools = toolchain()
+    if tools["missing"]:
+        raise ToolchainMissing(tools["missing"])
 
     @cuda.jit(device=True)
     def twice(x):
         return x + x
 
     def probe(out):
-        out[0] = twice(out[0])
+        out[0] = twice(math.exp(out[0]))
 
-    cuda.compile_ptx(probe, (numba.float32[::1],), cc=CC)
+    real = dispatcher.get_current_device
+    dispatcher.get_current_device = _FakeDevice
+    try:
+        cuda.compile_ptx(probe, (numba.float32[::1],), cc=CC)
+    except Exception as exc:  # NVVM found, but e.g. NVRTC or libdevice missing
+        raise ToolchainMissing([f"a working numba-cuda compiler (a probe kernel failed: "
+                                f"{str(exc).strip()[:300]})"])
+    finally:
+        dispatcher.get_current_device = real
+    return tools
 
 
 # --- reading PTX, ptxas and SASS ------------------------------------------------------------------
@@ -398,20 +416,12 @@ def _assemble(spec: KernelSpec, ptx: str, workdir: Path, tools: dict) -> KernelR
 
 
 def _in_process_run(patterns=None, log=None) -> tuple[list[KernelReport], dict]:
-    tools = toolchain()
-    if tools["missing"]:
-        raise ToolchainMissing(tools["missing"])
+    tools = working_toolchain()
     from numba.cuda import dispatcher
 
     specs = [s for s in registry() if not patterns or any(p in s.name for p in patterns)]
     real = dispatcher.get_current_device
     dispatcher.get_current_device = _FakeDevice
-    try:
-        _probe()
-    except Exception as exc:  # NVVM found, but e.g. NVRTC or libdevice missing
-        dispatcher.get_current_device = real
-        raise ToolchainMissing([f"a working numba-cuda compiler (a probe kernel failed: "
-                                f"{str(exc).strip()[:300]}); pip install 'numba-cuda[cu13]'"])
     reports: list[KernelReport | None] = [None] * len(specs)
     t0 = time.perf_counter()
     try:
@@ -448,9 +458,7 @@ def report_kernel(kernel, args, block, name=None, ptx=False, sass=False) -> Kern
         raise RuntimeError("report_kernel compiles for a GPU: call it in a process without "
                            "NUMBA_ENABLE_CUDASIM=1 (python -m minigpu.tools.kernel_report "
                            "--kernel path.py:name does that for you)")
-    tools = toolchain()
-    if tools["missing"]:
-        raise ToolchainMissing(tools["missing"])
+    tools = working_toolchain()
     from numba.cuda import dispatcher
     spec = KernelSpec(name or kernel.py_func.__name__, kernel, tuple(args), int(block))
     real = dispatcher.get_current_device
