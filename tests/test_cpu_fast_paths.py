@@ -53,8 +53,8 @@ def test_maxpool2d_equals_its_reference(data, dtype):
 @given(st.data(), st.sampled_from([np.float32, np.float64]))
 def test_maxpool2d_backward_equals_its_reference(data, dtype):
     """Exactly (the same additions in the same order). Overlapping windows (stride < kernel)
-    route several gradients to one pixel; a window of -inf points at its padding and takes
-    the reference path."""
+    route several gradients to one pixel; a window of -inf routes its gradient to its first
+    pixel inside the image."""
     x_shape, kernel, stride, padding = data.draw(pool_geometry())
     x = data.draw(views(x_shape, dtype=dtype, lo=-2, hi=2))
     x.base = np.round(x.base)

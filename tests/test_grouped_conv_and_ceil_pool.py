@@ -5,6 +5,8 @@ import re
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import minigpu as mg
 from minigpu.autograd import gradcheck
@@ -86,6 +88,33 @@ def test_max_pool_ceil_mode_matches_torch(device, h, w, k, s, p):
     np.testing.assert_allclose(mine.grad.cpu().numpy(), ref.grad.numpy(), rtol=1e-6)
     layer = mg.nn.MaxPool2d(k, s, p, ceil_mode=True)
     assert layer(mg.tensor(x)).shape == tuple(want.shape)
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+@settings(max_examples=30, deadline=None)
+@given(data=st.data())
+def test_max_pool_argmax_is_torchs_with_padding_infinities_and_nan(device, data):
+    """Which pixel a window picks where the choice is not obvious, as torch picks it: a window
+    of -inf beside -inf padding points at its first pixel inside the image (never at the
+    padding: its gradient must land in the image), ties take the first, a NaN wins (the last
+    NaN of the window). Values, indices and the gradient routed by them."""
+    k = (data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3)))
+    s = (data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3)))
+    p = tuple(data.draw(st.integers(0, kk // 2)) for kk in k)
+    h, w = (data.draw(st.integers(max(1, kk - 2 * pp), 6)) for kk, pp in zip(k, p))
+    x = np.array(data.draw(st.lists(st.sampled_from([-np.inf, np.nan, 0.0, 1.0, np.inf]),
+                                    min_size=2 * h * w, max_size=2 * h * w)),
+                 np.float32).reshape(1, 2, h, w)
+    ref = torch.tensor(x, requires_grad=True)
+    want, want_idx = torch.nn.functional.max_pool2d(ref, k, s, p, return_indices=True)
+    weights = np.arange(1, want.numel() + 1, dtype=np.float32).reshape(want.shape)
+    (want * torch.tensor(weights)).sum().backward()
+    mine = mg.tensor(x, device=device, requires_grad=True)
+    got, idx = mg.nn.functional.max_pool2d(mine, k, s, p, return_indices=True)
+    (got * mg.tensor(weights, device=device)).sum().backward()
+    np.testing.assert_array_equal(got.detach().cpu().numpy(), want.detach().numpy())
+    np.testing.assert_array_equal(idx.cpu().numpy(), want_idx.numpy())
+    np.testing.assert_array_equal(mine.grad.cpu().numpy(), ref.grad.numpy())
 
 
 AVG_CEIL_CASES = [(h, w, k, s, p) for h in (4, 5, 7) for w in (3, 6) for k in (1, 2, 3, 4)

@@ -8,22 +8,34 @@ from .conv import col2im, windows
 from .memory import array, flat
 
 
+def _first_inside(out_size, k, stride, pad):
+    """For each window along one axis, its first tap inside the image (not padding)."""
+    return np.minimum(np.maximum(pad - np.arange(out_size) * stride, 0), k - 1)
+
+
 def maxpool2d(x, kernel, stride, padding):
-    """Max and first argmax of each window, one tap at a time: each of the kh*kw taps is a
-    strided (N, C, OH, OW) view of the input, compared with the best so far; where it is
-    strictly larger (ties keep the first tap, as argmax does) it becomes the best and its tap
-    number is kept (in a byte per window). A few passes over the output instead of gathering
-    every window into a copy. Any NaN in the input takes ``maxpool2d_reference`` (whose
-    argmax picks the first NaN)."""
+    """Max and argmax of each window, PyTorch's rule: the first maximum in row-major window
+    order, never a padding tap (a window of -inf points at its first pixel inside the image),
+    and a NaN wins (the last NaN of the window). One tap at a time: each of the kh*kw taps is
+    a strided (N, C, OH, OW) view of the input, compared with the best so far; where it is
+    strictly larger it becomes the best and its tap number is kept (in a byte per window). A
+    few passes over the output instead of gathering every window into a copy. Any NaN in the
+    input takes ``maxpool2d_reference``."""
     a = array(x)
-    if a.dtype.kind == "f" and np.isnan(np.add.reduce(a, axis=None)):
-        return maxpool2d_reference(x, kernel, stride, padding)
+    if a.dtype.kind == "f":
+        with np.errstate(invalid="ignore", over="ignore"):   # inf - inf is the NaN it finds too
+            if np.isnan(np.add.reduce(a, axis=None)):
+                return maxpool2d_reference(x, kernel, stride, padding)
     n, c, h, w = a.shape
     win = windows(a, kernel, stride, padding, (1, 1), -np.inf)
     kh, kw, oh, ow = win.shape[2:]
     best = win[:, :, 0, 0].copy()
     small = np.uint8 if kh * kw < 256 else np.int64
-    tap_of_best, tap_if_larger = np.zeros(best.shape, small), np.empty(best.shape, small)
+    # the taps before a window's first inside tap are padding: -inf, never strictly larger
+    first = (_first_inside(oh, kh, stride[0], padding[0])[:, None] * kw
+             + _first_inside(ow, kw, stride[1], padding[1])[None, :])
+    tap_of_best = np.broadcast_to(first.astype(small), best.shape).copy()
+    tap_if_larger = np.empty(best.shape, small)
     larger = np.empty(best.shape, bool)
     for t in range(1, kh * kw):
         tap = win[:, :, t // kw, t % kw]
@@ -32,39 +44,45 @@ def maxpool2d(x, kernel, stride, padding):
         # taps come in increasing order: where this one is larger, t is the new maximum tap
         np.multiply(larger, small(t), out=tap_if_larger)
         np.maximum(tap_of_best, tap_if_larger, out=tap_of_best)
-    # flat index = the window's top-left pixel + the tap's offset inside the window
-    corner = (np.arange(oh)[:, None] * stride[0] - padding[0]) * w + \
-        (np.arange(ow)[None, :] * stride[1] - padding[1])
-    tap_offset = np.array([i * w + j for i in range(kh) for j in range(kw)], np.int64)
-    return best.reshape(-1), np.add(corner, tap_offset.take(tap_of_best)).reshape(-1)
+    return best.reshape(-1), _flat_index(tap_of_best, w, kw, stride, padding)
+
+
+def _flat_index(tap, w, kw, stride, padding):
+    """``ih * W + iw`` of tap number ``tap`` (..., OH, OW) of each window."""
+    oh, ow = tap.shape[-2:]
+    rows = np.arange(oh)[:, None] * stride[0] - padding[0] + tap // kw
+    cols = np.arange(ow)[None, :] * stride[1] - padding[1] + tap % kw
+    return (rows * w + cols).astype(np.int64).reshape(-1)
 
 
 def maxpool2d_reference(x, kernel, stride, padding):
     """The plain form (the oracle of ``maxpool2d``): every window gathered as a last axis of
-    kh*kw taps, argmax over it."""
+    kh*kw taps; the last NaN if there is one, else the first maximum among the taps inside
+    the image."""
     a = array(x)
     n, c, h, w = a.shape
     win = windows(a, kernel, stride, padding, (1, 1), -np.inf)
     kh, kw, oh, ow = win.shape[2:]
     taps = win.transpose(0, 1, 4, 5, 2, 3).reshape(n, c, oh, ow, kh * kw)
-    k = taps.argmax(axis=-1)
+    inside = windows(np.ones((1, 1, h, w), bool), kernel, stride, padding, (1, 1), False)
+    inside = inside.transpose(0, 1, 4, 5, 2, 3).reshape(1, 1, oh, ow, kh * kw)
+    k = np.where(inside, taps, -np.inf).argmax(axis=-1)
+    at_k = np.take_along_axis(taps, k[..., None], -1)[..., 0]
+    k = np.where(at_k == -np.inf, inside.argmax(axis=-1), k)
+    is_nan = np.isnan(taps)
+    k = np.where(is_nan.any(axis=-1), kh * kw - 1 - is_nan[..., ::-1].argmax(axis=-1), k)
     values = np.take_along_axis(taps, k[..., None], -1)[..., 0]
-    i, j = k // kw, k % kw
-    rows = np.arange(oh)[:, None] * stride[0] - padding[0] + i
-    cols = np.arange(ow)[None, :] * stride[1] - padding[1] + j
-    return flat(values, dtype=a.dtype), flat(rows * w + cols, dtype=np.int64)
+    return flat(values, dtype=a.dtype), flat(_flat_index(k, w, kw, stride, padding),
+                                             dtype=np.int64)
 
 
 def maxpool2d_backward(g, argmax, x_shape):
     """Each output gradient added to its argmax pixel: ``np.add.at`` with one flat index
     (plane * H*W + argmax), which NumPy runs on a fast path that a tuple of index arrays does
-    not take; same additions in the same order as ``maxpool2d_backward_reference``. An argmax
-    outside its plane (a window of -inf that points at padding) takes the reference."""
+    not take; same additions in the same order as ``maxpool2d_backward_reference``."""
     n, c, h, w = x_shape
     gv, idx = array(g), array(argmax)
     planes = idx.reshape(n * c, -1)
-    if planes.size and (planes.min() < 0 or planes.max() >= h * w):
-        return maxpool2d_backward_reference(g, argmax, x_shape)
     pixel = planes + (np.arange(n * c) * (h * w))[:, None]
     out = np.zeros(n * c * h * w, dtype=g.dtype)
     np.add.at(out, pixel.reshape(-1), gv.reshape(-1))

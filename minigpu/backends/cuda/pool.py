@@ -51,7 +51,8 @@ def _geometry(x_shape, kernel, stride, padding):
 @cuda.jit
 def maxpool2d_kernel(x, xs, xoff, dims, geom, out, argmax):
     """``out[n, c, oh, ow]`` = max of the -inf-padded window, ``argmax`` = ``ih*W + iw`` of its
-    first maximum in row-major window order (NaN wins, like ``numpy.argmax``).
+    first maximum in row-major window order, PyTorch's rule: never a padding tap (a window of
+    -inf points at its first pixel inside the image) and a NaN wins (the last NaN).
 
     Thread mapping: one thread per output element (grid-stride over ``N*C*OH*OW``, ``ow``
     fastest), looping over the ``kh*kw`` window in registers.
@@ -68,14 +69,14 @@ def maxpool2d_kernel(x, xs, xoff, dims, geom, out, argmax):
         h0 = oh * sh - ph
         w0 = ow * sw - pw
         best = NEG_INF
-        best_at = h0 * w_ + w0
+        best_at = max(h0, 0) * w_ + max(w0, 0)
         for ki in range(kh):
             ih = h0 + ki
             for kj in range(kw):
                 iw = w0 + kj
                 if 0 <= ih < h_ and 0 <= iw < w_:
                     v = x[base + ih * xs[2] + iw * xs[3]]
-                    if v > best or (v != v and best == best):
+                    if v > best or v != v:
                         best = v
                         best_at = ih * w_ + iw
         out[i] = best
@@ -118,9 +119,8 @@ def maxpool2d_backward_kernel(g, gs, goff, am, ams, amoff, dims, grad_x):
     for i in range(start, oh_ * ow_ * c_ * n_, step):
         n, c, oh, ow = unravel4(i, c_, oh_, ow_)
         at = am[amoff + n * ams[0] + c * ams[1] + oh * ams[2] + ow * ams[3]]
-        if 0 <= at < plane:
-            cuda.atomic.add(grad_x, (n * c_ + c) * plane + at,
-                            g[goff + n * gs[0] + c * gs[1] + oh * gs[2] + ow * gs[3]])
+        cuda.atomic.add(grad_x, (n * c_ + c) * plane + at,
+                        g[goff + n * gs[0] + c * gs[1] + oh * gs[2] + ow * gs[3]])
 
 
 def maxpool2d_backward(g: View, argmax: View, x_shape, *, block=None, max_blocks=None):
