@@ -637,3 +637,26 @@ def test_once_differentiable_under_torchs_module_path():
     Cube.apply(x).sum().backward()
     assert x.grad.tolist() == [3.0, 12.0] and Function is mg.autograd.Function
     assert gradcheck(Cube.apply, [x])
+
+
+@pytest.mark.parametrize("dev", ["cpu", "cuda"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_nan_to_num_follows_torch(dev, dtype):
+    """NaN, +inf and -inf replaced (defaults: 0 and the dtype's extremes), the gradient passing
+    only where the input is finite; the in-place form; integers come back unchanged."""
+    torch = pytest.importorskip("torch")
+    x = np.array([np.nan, np.inf, -np.inf, 1.5, -2.0, 0.0], dtype)
+    for kwargs in ({}, dict(nan=1.0, posinf=2.0, neginf=-3.0), dict(posinf=7.0)):
+        mine = mg.tensor(x, device=dev, requires_grad=True)
+        ref = torch.tensor(x, requires_grad=True)
+        out, want = mine.nan_to_num(**kwargs), ref.nan_to_num(**kwargs)
+        (out * mg.arange(6, device=dev)).sum().backward()
+        (want * torch.arange(6)).sum().backward()
+        assert out.dtype == getattr(mg, dtype)
+        np.testing.assert_array_equal(out.detach().cpu().numpy(), want.detach().numpy())
+        np.testing.assert_array_equal(mine.grad.cpu().numpy(), ref.grad.numpy())
+        inplace = mg.tensor(x, device=dev)
+        assert inplace.nan_to_num_(**kwargs) is inplace
+        np.testing.assert_array_equal(inplace.cpu().numpy(), want.detach().numpy())
+    ints = mg.tensor([1, -2], device=dev)
+    assert mg.nan_to_num(ints).tolist() == [1, -2] and mg.nan_to_num(ints).dtype == mg.int64

@@ -361,6 +361,18 @@ def where(cond, a, b):
     return Where.apply(cond, a, b)
 
 
+@op(mg=True, inplace="nan_to_num_", example=lambda rng: (rng.standard_normal((3, 4)),))
+def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
+    """NaN -> ``nan``, +inf -> ``posinf``, -inf -> ``neginf`` (by default the dtype's largest
+    and smallest finite values). The gradient passes where ``x`` is finite, 0 elsewhere."""
+    if x.dtype.kind != "f":
+        return x.clone()
+    info = np.finfo(x.dtype)
+    out = where(x.isnan(), float(nan), x)
+    out = where(x == math.inf, float(info.max if posinf is None else posinf), out)
+    return where(x == -math.inf, float(info.min if neginf is None else neginf), out)
+
+
 @op(mg=True, inplace="masked_fill_")
 def masked_fill(x, mask, value):
     return where(mask, Tensor._full((), value, x.dtype, x.device), x)

@@ -207,6 +207,11 @@ def clamp_(x, min=None, max=None):
 
 
 @op
+def nan_to_num_(x, nan=0.0, posinf=None, neginf=None):
+    return apply_(x, lambda v: ew.nan_to_num(v, nan, posinf, neginf))
+
+
+@op
 def masked_fill_(x, mask, value):
     if isinstance(value, Tensor):
         if value.ndim:
