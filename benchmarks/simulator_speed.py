@@ -19,14 +19,15 @@ import subprocess
 import sys
 import time
 
-WORKS = ["matmul128", "matmul512", "map1M", "sum1M", "lenet_step"]
+import numpy as np
+
+WORKS = ["matmul128", "matmul512", "map1M", "sum1M", "lenet_step", "vae_step"]
 PATHS = ["stock", "checked", "fast", "numpy"]
 SLOW_SKIP = {("stock", "matmul512"), ("checked", "matmul512")}
 
 
 def _work(name, mg, device):
     """A function running one piece of work on ``device`` (its result as NumPy)."""
-    import numpy as np
     rng = np.random.default_rng(0)
     if name.startswith("matmul"):
         n = int(name[len("matmul"):])
@@ -57,7 +58,34 @@ def _work(name, mg, device):
             opt.step()
             return loss.detach().numpy()
         return step
+    if name == "vae_step":
+        return _vae_step(mg, device, rng)
     raise ValueError(name)
+
+
+def _vae_step(mg, device, rng):
+    """One Adam step of the VAE of PyTorch's examples (784 -> 400 -> 20 -> 400 -> 784, batch
+    128, BCE + KL divergence)."""
+    nn, F = mg.nn, mg.nn.functional
+    fc1, fc21, fc22 = nn.Linear(784, 400), nn.Linear(400, 20), nn.Linear(400, 20)
+    fc3, fc4 = nn.Linear(20, 400), nn.Linear(400, 784)
+    model = nn.ModuleList([fc1, fc21, fc22, fc3, fc4]).to(device)
+    opt = mg.optim.Adam(model.parameters(), lr=1e-3)
+    x = mg.tensor(rng.random((128, 784)).astype(np.float32), device=device)
+    eps = mg.tensor(rng.standard_normal((128, 20)).astype(np.float32), device=device)
+
+    def step():
+        opt.zero_grad()
+        h = F.relu(fc1(x))
+        mu, logvar = fc21(h), fc22(h)
+        z = mu + eps * mg.exp(0.5 * logvar)
+        recon = mg.sigmoid(fc4(F.relu(fc3(z))))
+        loss = F.binary_cross_entropy(recon, x, reduction="sum") \
+            - 0.5 * mg.sum(1 + logvar - mu.pow(2) - logvar.exp())
+        loss.backward()
+        opt.step()
+        return loss.detach().numpy()
+    return step
 
 
 def _python_loop(name):

@@ -1,13 +1,14 @@
 """The compiled path (``minigpu.simulator.fast``, ``MINIGPU_SIM_FAST=always``) against the
 checked interpreter: the same results on correct kernels, and on buggy ones the checked path's
 verdict (the compiled path only suspects, then falls back)."""
+import ast
 import math
 
 import numpy as np
 import pytest
 from numba import cuda, float32
 
-from minigpu.simulator import config, fast
+from minigpu.simulator import config, fast, rules
 from minigpu.simulator.errors import OutOfBoundsError, RaceError, UninitializedReadError
 
 pytestmark = pytest.mark.skipif(not cuda.config.ENABLE_CUDASIM, reason="simulator only")
@@ -71,6 +72,53 @@ def rounding(x, out):
         out[3 * i + 2] = math.trunc(x[i])
 
 
+@cuda.jit
+def warp_sums(x, out):
+    """out[w] = the sum of warp w's 32 values (a butterfly of shuffles in a loop); warps past
+    the end of out skip it: a branch uniform in each warp, not in the block."""
+    t = cuda.threadIdx.x + cuda.blockIdx.x * cuda.blockDim.x
+    w = t // 32
+    if w < out.size:
+        v = x[t]
+        offset = 16
+        while offset > 0:
+            v += cuda.shfl_xor_sync(0xFFFFFFFF, v, offset)
+            offset //= 2
+        if t % 32 == 0:
+            out[w] = v
+
+
+@cuda.jit
+def half_warp_shuffle(out):
+    """Half the lanes shuffle with a full mask: undefined on a GPU."""
+    lane = cuda.threadIdx.x
+    v = float32(lane)
+    if lane < 16:
+        v = cuda.shfl_down_sync(0xFFFFFFFF, v, 1)
+    out[lane] = v
+
+
+REVERSE_BLOCK = 64
+
+
+@cuda.jit(device=True)
+def block_reverse(s, v, t):
+    """A device function with a barrier and an early return on a constant: inlined."""
+    if REVERSE_BLOCK == 1:
+        return v
+    s[t] = v
+    cuda.syncthreads()
+    return s[REVERSE_BLOCK - 1 - t]
+
+
+@cuda.jit
+def reverse_blocks(x, out):
+    s = cuda.shared.array(REVERSE_BLOCK, float32)
+    t = cuda.threadIdx.x
+    i = cuda.blockIdx.x * REVERSE_BLOCK + t
+    out[i] = block_reverse(s, x[i], t) + float32(1)
+
+
 @pytest.fixture
 def compiled(monkeypatch):
     monkeypatch.setattr(config, "FAST", "always")
@@ -97,6 +145,89 @@ def test_engine_ops_on_the_compiled_path(compiled):
     got = mg.tensor(a, device="cuda").relu().numpy()
     np.testing.assert_array_equal(got, np.maximum(a, 0))
     assert any(c["fast"] for c in compiled.values())
+
+
+def test_table_ops_and_tuple_arguments_on_the_compiled_path(compiled):
+    """The engine's strided maps (a device function that is a lambda of the op table, strides
+    passed as tuples) and max pooling (shape and window as tuples) run compiled, with the
+    checked path's results."""
+    import minigpu as mg
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((2, 3, 6, 5)).astype(np.float32)
+    b = rng.standard_normal((3, 1, 1)).astype(np.float32)
+    xt, bt = mg.tensor(x, device="cuda"), mg.tensor(b, device="cuda")
+    np.testing.assert_array_equal((xt.transpose(2, 3) * bt).numpy(),
+                                  x.transpose(0, 1, 3, 2) * b)
+    pooled, where = mg.nn.functional.max_pool2d(xt, 2, return_indices=True)
+    want, want_at = mg.nn.functional.max_pool2d(mg.tensor(x), 2, return_indices=True)
+    np.testing.assert_array_equal(pooled.numpy(), want.numpy())
+    np.testing.assert_array_equal(where.numpy(), want_at.numpy())
+    ran = {name: dict(c) for name, c in compiled.items()}
+    strided = [c for name, c in ran.items() if "binary_strided" in name]
+    assert strided and all(set(c) == {"fast"} for c in strided), ran
+    assert set(ran["maxpool2d_kernel"]) == {"fast"}, ran
+
+
+def test_the_source_of_a_lambda_is_that_lambda():
+    """Several lambdas on one line (an op table's entry): each code object finds its own."""
+    from minigpu.backends import optable
+    pair = (lambda x, a: x + a, lambda x, a: x * a)
+    same_params = (lambda x: x - 1, lambda x: x * 3)
+    for fn, body in ((pair[0], "x + a"), (pair[1], "x * a"), (same_params[0], "x - 1"),
+                     (same_params[1], "x * 3"),
+                     (optable.BINARY_BY_NAME["add"].numpy, "x + y")):
+        assert ast.unparse(rules.function_ast(fn.__code__).body) == body
+
+
+def test_warp_shuffles_and_inlined_barriers_run_compiled(compiled, monkeypatch):
+    """A shuffle is a split point of its warp: every lane's value is stored before any lane
+    reads its source's; a branch that differs between warps runs predicated. A device function
+    with a barrier is inlined (its constant early return folded)."""
+    x = np.random.default_rng(3).standard_normal(96).astype(np.float32)
+    got, want = np.zeros(2, np.float32), np.zeros(2, np.float32)
+    warp_sums[1, 96](x, got)
+    xs, rev = np.resize(x, 2 * REVERSE_BLOCK), np.zeros(2 * REVERSE_BLOCK, np.float32)
+    reverse_blocks[2, REVERSE_BLOCK](xs, rev)
+    assert compiled["warp_sums"]["fast"] == 1 and compiled["reverse_blocks"]["fast"] == 1
+    monkeypatch.setattr(config, "FAST", "0")
+    warp_sums[1, 96](x, want)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_allclose(got, x[:64].reshape(2, 32).sum(1), rtol=1e-5)
+    np.testing.assert_array_equal(rev, xs.reshape(2, -1)[:, ::-1].ravel() + 1)
+
+
+def test_a_shuffle_of_half_a_warp_takes_the_checked_path(compiled, monkeypatch):
+    """Lanes of one warp that disagree at a shuffle: the compiled path suspects, the checked
+    path decides (the same result as without the compiled path)."""
+    got, want = np.zeros(32, np.float32), np.zeros(32, np.float32)
+    half_warp_shuffle[1, 32](got)
+    assert "fallback: " + fast.fastmem.SUSPECTS[fast.fastmem.DIVERGENT] in \
+        compiled["half_warp_shuffle"]
+    monkeypatch.setattr(config, "FAST", "0")
+    half_warp_shuffle[1, 32](want)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_engine_reductions_and_softmax_run_compiled(compiled, monkeypatch):
+    """sum, argmax and softmax (warp shuffles inside inlined block reductions; softmax's
+    one-warp-per-row branch) give the checked path's results: the sums and indices bit for
+    bit, softmax within an ulp (``math.exp`` is the CPU's ``expf`` here, NumPy's there)."""
+    import minigpu as mg
+    a = np.random.default_rng(4).standard_normal((37, 300)).astype(np.float32)
+
+    def results():
+        x = mg.tensor(a, device="cuda")
+        return [x.sum(-1).numpy(), x.argmax(-1).numpy(), mg.softmax(x, -1).numpy()]
+
+    got = results()
+    ran = {name.split(".")[0]: dict(c) for name, c in compiled.items()}
+    for kernel in ("row_reduce_kernel", "row_argreduce_kernel", "softmax_warp_kernel"):
+        assert set(ran[kernel]) == {"fast"}, ran
+    monkeypatch.setattr(config, "FAST", "0")
+    want = results()
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+    np.testing.assert_allclose(got[2], want[2], rtol=2e-7, atol=0)
 
 
 def test_rounding_keeps_nan_inf_and_negative_zero(compiled, monkeypatch):
@@ -142,3 +273,38 @@ def test_auto_keeps_cheap_launches_on_the_checked_path(monkeypatch):
     assert dict(fast.STATS["add_one"]) == {"checked": 2}
     assert not any(key[0] is add_one for key in fast._COMPILED)
     np.testing.assert_array_equal(out, x + 1)
+
+
+# --- every lesson variant on both paths --------------------------------------------------------
+FLOAT16 = {"map_float16", "gemm_float16"}
+"""Variants that stay on the checked path: Numba's CPU target has no float16 arithmetic."""
+
+
+def _lesson_experiments():
+    from minigpu import lessons
+    return [pytest.param(e, id=e.name) for lesson in lessons.ALL for e in lesson.experiments]
+
+
+@pytest.mark.parametrize("experiment", _lesson_experiments())
+def test_every_lesson_variant_runs_compiled_with_the_checked_paths_result(experiment,
+                                                                         monkeypatch):
+    """The differential test: each variant of each lesson (the course's kernels, ending in the
+    engine's production kernels) runs on the checked path, then compiled; the results agree
+    (to the lesson's tolerance: ``math.exp`` and friends may differ in the last ulp) and
+    every launch of the compiled run took the compiled path."""
+    from minigpu.lessons.record import Inputs
+    from minigpu.tools.bench import _host
+    for variant in experiment.runnable(small=True):
+        monkeypatch.setattr(config, "FAST", "0")
+        want = _host(variant.run(experiment.build(Inputs(small=True))))
+        monkeypatch.setattr(config, "FAST", "always")
+        fast.STATS.clear()
+        got = _host(variant.run(experiment.build(Inputs(small=True))))
+        if want is not None:
+            np.testing.assert_allclose(got, want, **experiment.tol, err_msg=variant.name)
+        paths = {name: set(c) - {"checked"} for name, c in fast.STATS.items()}
+        assert paths, variant.name
+        if variant.name in FLOAT16:
+            assert all(any("float16" in p for p in ps) for ps in paths.values()), paths
+        else:
+            assert all(ps == {"fast"} for ps in paths.values()), (variant.name, paths)

@@ -108,7 +108,7 @@ def _mask_view(mask, batch, L, S):
 
 def _fused(query, key, value, attn_mask, is_causal, scale):
     """scaled_dot_product_attention through ``FlashAttention`` (see ``_fused_applies``)."""
-    L, S, E, Ev = query.shape[-2], key.shape[-2], query.shape[-1], value.shape[-1]
+    L, S, Ev = query.shape[-2], key.shape[-2], value.shape[-1]
     batch = broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
     B = math.prod(batch)
     q, k, v = (reshape(contiguous(expand(t, *batch, *t.shape[-2:])), B, *t.shape[-2:])

@@ -2,8 +2,6 @@
 promotion."""
 from __future__ import annotations
 
-import numpy as np
-
 from .. import dtypes
 from ..tensor import Tensor, float32
 

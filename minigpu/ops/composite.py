@@ -34,11 +34,11 @@ def _padded(x, dim, before, after, value=0.0):
     if after < 0:
         x, after = x.narrow(dim, 0, x.shape[dim] + after), 0
     parts = [x]
-    for count, where in ((before, 0), (after, 1)):
+    for count, at_end in ((before, 0), (after, 1)):
         if count:
             shape = list(x.shape)
             shape[dim] = count
-            parts.insert(where * len(parts), _filled(x, shape, value))
+            parts.insert(at_end * len(parts), _filled(x, shape, value))
     return cat(parts, dim) if len(parts) > 1 else x
 
 

@@ -29,8 +29,7 @@ from ..backends.contract import View, contiguous_strides
 from ..tensor import Tensor
 from . import elementwise as ew
 from .registry import op
-from .shape import (Slice, _basic_index_layout, broadcast_shapes, expand_view, sum_to,
-                    zeros_with_window)
+from .shape import broadcast_shapes, expand_view, sum_to, zeros_with_window
 
 
 # --- autograd nodes of in-place writes --------------------------------------------------------

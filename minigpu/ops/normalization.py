@@ -101,7 +101,7 @@ class BatchNormTrain(Function):
 
     def backward(self, g, _mean, _var):
         centred, invstd, weight = self.saved_tensors
-        (n, c, s), dims = self.dims, self.dims
+        (_, c, s), dims = self.dims, self.dims
         g = g.contiguous()
         be = g.backend
         gv = View(g._buf, dims, (c * s, s, 1), g._offset)

@@ -44,7 +44,7 @@ from numba.core import compiler, typed_passes
 from numba.core.errors import NumbaError
 from numba.core.registry import cpu_target
 
-from . import config, fastmem, memory, rules
+from . import config, fastmem, ieee, memory, rules
 from .fastmem import (BDX, BDY, BDZ, BLOCK, BX, BY, BZ, DIVERGENT, EPOCH, GDX, GDY, GDZ,
                       LOCAL, NTHREADS, SHARED, THREAD, TX, TY, TZ)
 
@@ -146,7 +146,7 @@ class Rewrite(ast.NodeTransformer):
         node.args = [self.visit(a) for a in node.args]
         if isinstance(node.func, ast.Name) and node.func.id == "len":
             return _call("__len_of", node.args)
-        target = self._resolve(node.func)
+        target = _resolve(node.func, self.ns)
         if isinstance(target, type(math.floor)) and target in ROUNDING:
             node.func = ast.Name(f"__{target.__name__}", ast.Load())
             return node
@@ -156,14 +156,10 @@ class Rewrite(ast.NodeTransformer):
                                             ast.Name("__F", ast.Load())])
         if target is print:
             raise Ineligible("print")
+        if target in (round, ieee.BUILTINS["round"]) and len(node.args) == 2:
+            raise Ineligible("round(x, ndigits), which Numba's CPU target rounds otherwise")
         node.func = self.visit(node.func)
         return node
-
-    def _resolve(self, func):
-        try:
-            return eval(compile(ast.Expression(func), "<resolve>", "eval"), dict(self.ns))
-        except Exception:
-            return None
 
     def _cuda_call(self, path, node):
         args = [self.visit(a) for a in node.args]
@@ -194,6 +190,11 @@ class Rewrite(ast.NodeTransformer):
             return _call(name, args + [ast.Name("__c", ast.Load()), ast.Name("__F", ast.Load())])
         if path == ["const", "array_like"]:
             return args[0]
+        if len(path) == 1 and path[0] in fastmem.SHUFFLES and len(args) == 3:
+            if not self.kernel:
+                raise Ineligible("a warp shuffle in a device function not inlined")
+            mask, value, arg = args
+            return _call("__SHFL", [ast.Constant(fastmem.SHUFFLES[path[0]]), value, arg, mask])
         raise Ineligible(f"cuda.{'.'.join(path)}")
 
     def visit_BinOp(self, node):
@@ -225,12 +226,43 @@ class Rewrite(ast.NodeTransformer):
                                               self.visit(node.value),
                                               ast.Name("__c", ast.Load()),
                                               ast.Name("__F", ast.Load())]))
+        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple) and all(
+                isinstance(e, (ast.Name, ast.Subscript)) for e in node.targets[0].elts):
+            return self._unpack(node.targets[0].elts, node.value)
         for t in node.targets:
             if any(isinstance(n, (ast.Subscript, ast.Attribute, ast.Starred))
                    for n in ast.walk(t)):
                 raise Ineligible("a store to several places at once")
         node.value = self.visit(node.value)
         return node
+
+    def _unpack(self, targets, value):
+        """``a[i], a[j] = a[j], a[i]``: every value first (into temporaries), then each
+        target in order, as Python does."""
+        k = next(self.temps)
+        if isinstance(value, ast.Tuple) and len(value.elts) == len(targets):
+            parts = [self.visit(e) for e in value.elts]
+        else:
+            whole = ast.Name(f"__tv{k}", ast.Load())
+            out = [ast.Assign([ast.Name(f"__tv{k}", ast.Store())], self.visit(value))]
+            parts = [ast.Subscript(whole, ast.Constant(i), ast.Load())
+                     for i in range(len(targets))]
+            return out + self._assign_each(targets, parts)
+        temps = [ast.Name(f"__tv{k}_{i}", ast.Load()) for i in range(len(parts))]
+        out = [ast.Assign([ast.Name(t.id, ast.Store())], v) for t, v in zip(temps, parts)]
+        return out + self._assign_each(targets, temps)
+
+    def _assign_each(self, targets, values):
+        out = []
+        for t, v in zip(targets, values):
+            if isinstance(t, ast.Name):
+                out.append(ast.Assign([t], v))
+            else:
+                out.append(ast.Expr(_call("__store", [self.visit(t.value),
+                                                      _index(self.visit(t.slice)), v,
+                                                      ast.Name("__c", ast.Load()),
+                                                      ast.Name("__F", ast.Load())])))
+        return out
 
     def visit_AugAssign(self, node):
         op = type(node.op).__name__
@@ -338,6 +370,9 @@ def _namespace(fn):
 
 def _function_def(fn):
     func = copy.deepcopy(rules.function_ast(fn.__code__))   # the cached tree stays as it is
+    if isinstance(func, ast.Lambda):   # a device function of the op table
+        lam, func = func, ast.parse("def __lambda(): pass").body[0]
+        func.args, func.body = lam.args, [ast.Return(lam.body)]
     if not isinstance(func, ast.FunctionDef):
         raise Ineligible("no source")
     a = func.args
@@ -352,6 +387,189 @@ def _function_def(fn):
     return func
 
 
+SPLITS = {"syncthreads", *fastmem.SHUFFLES}
+"""The ``cuda`` calls the split cuts a kernel at: a device function that makes one (itself or
+through another) is inlined into the kernel, so that the split sees it."""
+
+
+class Inliner:
+    """Pastes into a kernel's body the device functions that reach a barrier or a warp
+    shuffle: their parameters bound to the arguments (a name or a constant argument is
+    substituted), their names prefixed (``__in3_val``; the free ones resolved in the device
+    function's own namespace, which :attr:`extra` adds to the kernel's), an ``if`` on a
+    constant folded, and the final ``return`` an assignment to the call's target."""
+
+    def __init__(self, ns):
+        self.ns, self.extra = ns, {}
+        self.count = itertools.count()
+        self._needs = {}
+
+    def needs(self, target):
+        """Whether a device function reaches a split point."""
+        key = id(target)
+        if key not in self._needs:
+            self._needs[key] = False   # a recursive device function does not reach one
+            func, ns = _function_def(target.fn), _namespace(target.fn)
+            self._needs[key] = any(self._splits(call, ns) for call in ast.walk(func)
+                                   if isinstance(call, ast.Call))
+        return self._needs[key]
+
+    def _splits(self, call, ns):
+        path = _cuda_path(call.func, ns)
+        if path is not None:
+            return len(path) == 1 and path[0] in SPLITS
+        target = _resolve(call.func, ns)
+        return target is not None and _is_device_function(target) and self.needs(target)
+
+    def _inlined_call(self, node, ns):
+        """The device function a call statement's call inlines, or None."""
+        call = node.value if isinstance(node, (ast.Assign, ast.Expr, ast.Return)) else None
+        if not isinstance(call, ast.Call) or _cuda_path(call.func, ns) is not None:
+            return None
+        target = _resolve(call.func, ns)
+        if target is not None and _is_device_function(target) and self.needs(target):
+            return target
+        return None
+
+    def body(self, stmts, ns):
+        out = []
+        for s in stmts:
+            target = self._inlined_call(s, ns)
+            if target is not None and not (isinstance(s, ast.Assign) and len(s.targets) > 1):
+                out += self._paste(target, s, ns)
+                continue
+            if isinstance(s, (ast.If, ast.While, ast.For)):
+                s.body, s.orelse = self.body(s.body, ns), self.body(s.orelse, ns)
+                header = s.iter if isinstance(s, ast.For) else s.test
+                if any(self._inlines(n, ns) for n in ast.walk(header)):
+                    raise Ineligible("a device function with a barrier or shuffle called in "
+                                     "a loop or branch condition")
+                out.append(s)
+                continue
+            hoisted = []
+            inliner = self
+
+            class Hoist(ast.NodeTransformer):
+                """Each such call inside an expression first, into a temporary."""
+
+                def visit_Call(self, node):
+                    node = self.generic_visit(node)
+                    if not inliner._inlines(node, ns):
+                        return node
+                    name = f"__ir{next(inliner.count)}"
+                    hoisted.append(ast.Assign([ast.Name(name, ast.Store())], node))
+                    return ast.Name(name, ast.Load())
+
+            s = ast.fix_missing_locations(Hoist().visit(s))
+            out += self.body(hoisted, ns) + [s]
+        return out
+
+    def _inlines(self, call, ns):
+        return isinstance(call, ast.Call) and _cuda_path(call.func, ns) is None and \
+            self._splits(call, ns)
+
+    def _paste(self, target, stmt, ns):
+        call = stmt.value
+        if call.keywords:
+            raise Ineligible("a call with keyword arguments")
+        func, fns = _function_def(target.fn), _namespace(target.fn)
+        params = [a.arg for a in func.args.args]
+        if len(params) != len(call.args):
+            raise Ineligible(f"{target.fn.__name__} called with {len(call.args)} arguments")
+        prefix = f"__in{next(self.count)}_"
+        assigned = _stored(func.body)
+        local = set(params) | assigned
+        body = _fold_constant_ifs(func.body, fns, local)
+        if any(isinstance(n, ast.Return) for s in body[:-1] for n in ast.walk(s)) or any(
+                isinstance(n, ast.Return) for n in ast.walk(body[-1])
+                if n is not body[-1]):
+            raise Ineligible(f"a return before the end of {target.fn.__name__}, which has a "
+                             f"barrier or shuffle")
+        substitute = {p: a for p, a in zip(params, call.args)
+                      if p not in assigned and isinstance(a, (ast.Name, ast.Constant))}
+        renamed = _Prefix(prefix, local, fns, substitute, self.extra).run(body)
+        binds = [ast.Assign([ast.Name(prefix + p, ast.Store())], a)
+                 for p, a in zip(params, call.args) if p not in substitute]
+        last = renamed[-1] if renamed else None
+        if isinstance(last, ast.Return):
+            value = last.value or ast.Constant(None)
+            if isinstance(stmt, ast.Assign):
+                renamed[-1] = ast.Assign(stmt.targets, value)
+            elif isinstance(stmt, ast.Return):
+                renamed[-1] = ast.Return(value)
+            else:
+                renamed[-1] = ast.Expr(value)
+        elif isinstance(stmt, ast.Assign):
+            renamed.append(ast.Assign(stmt.targets, ast.Constant(None)))
+        inner_ns = {**ns, **self.extra}
+        return self.body([ast.fix_missing_locations(n) for n in binds + renamed], inner_ns)
+
+
+def _resolve(func, ns):
+    try:
+        return eval(compile(ast.Expression(func), "<resolve>", "eval"), dict(ns))
+    except Exception:
+        return None
+
+
+_CONSTANT_TEST = (ast.Name, ast.Constant, ast.Compare, ast.BoolOp, ast.UnaryOp, ast.BinOp,
+                  ast.cmpop, ast.boolop, ast.unaryop, ast.operator, ast.Load)
+
+
+def _constant_test(test, ns, local):
+    """The truth of an ``if`` test made of numbers and names bound to numbers in ``ns`` (the
+    factory's closure constants: Numba freezes them too), or None."""
+    if not all(isinstance(n, _CONSTANT_TEST) for n in ast.walk(test)):
+        return None
+    names = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
+    if names & local or not all(isinstance(ns.get(n), (bool, int, float, np.number))
+                                for n in names):
+        return None
+    try:
+        return bool(eval(compile(ast.Expression(test), "<if>", "eval"), dict(ns)))
+    except Exception:
+        return None
+
+
+def _fold_constant_ifs(stmts, ns, local):
+    """``if`` statements on constants (:func:`_constant_test`) replaced by the branch they
+    take, as Numba prunes them."""
+    out = []
+    for s in stmts:
+        if isinstance(s, ast.If):
+            taken = _constant_test(s.test, ns, local)
+            if taken is not None:
+                out += _fold_constant_ifs(s.body if taken else s.orelse, ns, local)
+                continue
+        for field in ("body", "orelse"):
+            if isinstance(getattr(s, field, None), list):
+                setattr(s, field, _fold_constant_ifs(getattr(s, field), ns, local))
+        out.append(s)
+    return out
+
+
+class _Prefix(ast.NodeTransformer):
+    """A device function's names in the kernel: locals prefixed, free names prefixed and
+    bound in ``extra`` to their values, substituted parameters replaced, builtins kept."""
+
+    def __init__(self, prefix, local, ns, substitute, extra):
+        self.prefix, self.local, self.ns = prefix, local, ns
+        self.substitute, self.extra = substitute, extra
+
+    def run(self, stmts):
+        return [self.visit(copy.deepcopy(s)) for s in stmts]
+
+    def visit_Name(self, node):
+        if node.id in self.substitute and isinstance(node.ctx, ast.Load):
+            return copy.deepcopy(self.substitute[node.id])
+        if node.id in self.local:
+            return ast.Name(self.prefix + node.id, node.ctx)
+        if node.id in self.ns:
+            self.extra[self.prefix + node.id] = self.ns[node.id]
+            return ast.Name(self.prefix + node.id, node.ctx)
+        return node
+
+
 ROUNDING = (math.floor, math.ceil, math.trunc)
 """``math.floor`` and friends return a float of the argument's type in a CUDA kernel (libdevice
 ``floorf``: ``floor(inf)`` is inf, ``floor(-0.0)`` is -0.0) but an int64 on Numba's CPU
@@ -362,7 +580,8 @@ _HELPERS = {
     "__shape_of": fastmem.shape_of, "__size_of": fastmem.size_of,
     "__ndim_of": fastmem.ndim_of, "__len_of": fastmem.len_of,
     "__local_row": fastmem.local_row, "__reset": fastmem.reset,
-    "__borrow": fastmem.borrow, "np": np,
+    "__borrow": fastmem.borrow, "__shuffle": fastmem.shuffle,
+    "__warps_converged": fastmem.warps_converged, "np": np,
     **{f"__{f.__name__}": getattr(np, f.__name__) for f in ROUNDING},
     **{f"__atomic_{k}": v for k, v in fastmem.ATOMICS.items()},
     **{f"__{k}": v for k, v in fastmem.DIVISIONS.items()},
@@ -376,16 +595,84 @@ def _barrier():
 # ----------------------------------------------------------------------------- the split
 
 
+def _shuffle_typing(kind, value, arg, mask):
+    """A warp shuffle while typing the unsplit kernel: its value's type."""
+    return value
+
+
+def _is_shuffle(node):
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+        node.func.id == "__SHFL"
+
+
 def _has_barrier(node):
+    """Whether a statement holds a split point: a barrier or a warp shuffle."""
     return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-               and n.func.id == "__BARRIER" for n in ast.walk(node))
+               and n.func.id in ("__BARRIER", "__SHFL") for n in ast.walk(node))
+
+
+def _hoist_shuffles(stmts, count):
+    """Each warp shuffle as a statement of its own, ``__w3 = __SHFL(kind, __wv3, arg,
+    mask)``, its value first copied to ``__wv3`` (which every lane's result reads, so no lane
+    may overwrite it in the shuffle's region); the statement that used it reads ``__w3``."""
+    out = []
+    for s in stmts:
+        if isinstance(s, (ast.If, ast.While, ast.For)):
+            if _has_barrier(s.iter if isinstance(s, ast.For) else s.test):
+                raise Ineligible("a warp shuffle in a loop or branch condition")
+            s.body, s.orelse = _hoist_shuffles(s.body, count), _hoist_shuffles(s.orelse, count)
+            out.append(s)
+            continue
+        pre = []
+
+        class Hoist(ast.NodeTransformer):
+            def visit_Call(self, node):
+                node = self.generic_visit(node)
+                if not _is_shuffle(node):
+                    return node
+                k = next(count)
+                kind, value, arg, mask = node.args
+                pre.append(ast.Assign([ast.Name(f"__wv{k}", ast.Store())], value))
+                operands = []
+                for name, e in ((f"__wa{k}", arg), (f"__wm{k}", mask)):
+                    if not isinstance(e, (ast.Name, ast.Constant)):
+                        pre.append(ast.Assign([ast.Name(name, ast.Store())], e))
+                        e = ast.Name(name, ast.Load())
+                    operands.append(e)
+                pre.append(ast.Assign([ast.Name(f"__w{k}", ast.Store())], _call(
+                    "__SHFL", [kind, ast.Name(f"__wv{k}", ast.Load())] + operands)))
+                return ast.Name(f"__w{k}", ast.Load())
+
+        s = Hoist().visit(s)
+        out += [ast.fix_missing_locations(n) for n in pre + [s]]
+    return out
+
+
+class _ShuffleReads(ast.NodeTransformer):
+    """``__SHFL(kind, v, arg, mask)`` in a region: thread ``__t`` reads its source lane's ``v``
+    from the per-thread array ``__L_v`` every lane stored before the split."""
+
+    def visit_Call(self, node):
+        node = self.generic_visit(node)
+        if not _is_shuffle(node):
+            return node
+        kind, value, arg, mask = node.args
+        return _call("__shuffle", [kind, ast.Name(f"__L_{value.id}", ast.Load()), value, arg,
+                                   mask, ast.Name("__t", ast.Load()),
+                                   ast.Name("__c", ast.Load()), ast.Name("__F", ast.Load())])
 
 
 def _plan(stmts):
-    """Statements -> [("region", [stmt]), ("barrier",), ("for", name, args, plan),
-    ("while", test, plan), ("if", test, plan, plan)]."""
+    """Statements -> [("region", [stmt]), ("barrier",), ("warp",), ("for", name, args, plan),
+    ("while", test, plan), ("if", test, plan, plan)]; ("warp",) comes before a shuffle."""
     items, region = [], []
     for s in stmts:
+        if isinstance(s, ast.Assign) and _is_shuffle(s.value):
+            if region:
+                items.append(("region", region))
+            items.append(("warp",))
+            region = [s]
+            continue
         if not _has_barrier(s):
             region.append(s)
             continue
@@ -467,8 +754,8 @@ class Compiled:
     """A kernel compiled for one argument signature: its driver, and the arrays a launch gives
     it besides the kernel's arguments (the driver allocates nothing: it borrows)."""
 
-    def __init__(self, driver, shared, local, carried):
-        self.driver = driver
+    def __init__(self, driver, shared, local, carried, branches):
+        self.driver, self.branches = driver, branches
         # name -> (shape, dtype) of shared arrays and local arrays; name -> dtype of the variables
         # that live across a barrier
         self.shared, self.local, self.carried = shared, local, carried
@@ -483,7 +770,8 @@ class Compiled:
         extra += [np.zeros(nt, dt) for dt in self.carried.values()]
         flag = np.zeros(1, np.int64)
         self.driver(*values, order, dims, flag, *extra, np.zeros(16, np.int64),
-                    np.ones(nt, np.bool_))
+                    np.ones(nt, np.bool_), np.ones(nt, np.bool_),
+                    np.zeros((max(2 * self.branches, 1), nt), np.bool_))
         return int(flag[0])
 
 
@@ -500,7 +788,7 @@ class KernelCompiler:
         """The name of ``kernel`` (a device function) compiled with hidden ``(__c, __F)``."""
         key = id(kernel)
         if key not in self.devices:
-            name = f"__dev{len(self.devices)}_{kernel.fn.__name__}"
+            name = f"__dev{len(self.devices)}_" + re.sub(r"\W", "", kernel.fn.__name__)
             self.devices[key] = name
             func = _function_def(kernel.fn)
             rw = Rewrite({**_namespace(kernel.fn), **_HELPERS}, False, self)
@@ -524,12 +812,16 @@ class KernelCompiler:
     def compile(self, args):
         func = _function_def(self.fn)
         params = [a.arg for a in func.args.args]
+        inliner = Inliner(self.ns)
+        body = _fold_constant_ifs(func.body, self.ns, set(params) | _stored(func.body))
+        func.body = inliner.body(body, self.ns)
+        self.ns.update(inliner.extra)
         rw = Rewrite(self.ns, True, self)
         body = []
         for s in func.body:
             r = rw.visit(s)
             body.extend(r if isinstance(r, list) else [r])
-        body = [ast.fix_missing_locations(s) for s in body]
+        body = _hoist_shuffles([ast.fix_missing_locations(s) for s in body], itertools.count())
         plan = _plan(body)
         units = _units(plan, [])
         arrays = set(rw.shared) | set(rw.local)
@@ -548,7 +840,7 @@ class KernelCompiler:
         sources, k = [], itertools.count()
         for u in units:
             u.fname = f"__u{next(k)}"
-            nodes = [_Rename(renames).visit(n) for n in u.nodes]
+            nodes = [_ShuffleReads().visit(_Rename(renames).visit(n)) for n in u.nodes]
             head = [f"    {n} = __L_{n}[__t]" for n in carried if n in u.names]
             head += [f"    {n} = __local_row(__LS_{n}, __t, False)" for n in carried_arrays
                      if n in u.names]
@@ -578,7 +870,7 @@ class KernelCompiler:
         return Compiled(njit(error_model="numpy")(ns["__driver"]),
                         {n: rw.shared[n] for n in sorted(rw.shared)},
                         {n: rw.local[n] for n in sorted(rw.local)},
-                        {n: dtypes[n] for n in carried})
+                        {n: dtypes[n] for n in carried}, _count_ifs(plan))
 
     def _carried_types(self, func, params, body, rw, args, carried):
         """The NumPy scalar type of each variable that lives across a barrier (the kernel
@@ -599,13 +891,14 @@ class KernelCompiler:
             samples.append(fastmem.make_buf(np.zeros((1,) + rw.local[n][0], rw.local[n][1]),
                                             LOCAL))
         argtypes = tuple(typeof(s) for s in samples)
-        ns["__BARRIER"] = njit(_barrier)
-        func_ir = compiler.run_frontend(ns["__whole"])
+        ns["__BARRIER"], ns["__SHFL"] = njit(_barrier), njit(_shuffle_typing)
         typingctx, targetctx = cpu_target.typing_context, cpu_target.target_context
         typingctx.refresh()
         targetctx.refresh()
-        typemap = typed_passes.type_inference_stage(typingctx, targetctx, func_ir, argtypes,
-                                                    None).typemap
+        flags = compiler.Flags()
+        flags.no_compile = True
+        typemap = compiler.compile_extra(typingctx, targetctx, ns["__whole"], argtypes, None,
+                                         flags, {}, pipeline_class=_TypeOnly).typemap
         out = {}
         for n in carried:
             found = [types.unliteral(t) for k, t in typemap.items()
@@ -615,6 +908,22 @@ class KernelCompiler:
                 raise Ineligible(f"{n} ({t}) lives across a barrier")
             out[n] = np.dtype(str(t) if not isinstance(t, types.Boolean) else "bool").type
         return out
+
+
+class _TypeOnly(compiler.CompilerBase):
+    """Numba's pipeline up to type inference (SSA included: a variable first bound to a
+    constant and later to a computed value has one type per version), nothing lowered."""
+
+    def define_pipelines(self):
+        pm = compiler.DefaultPassBuilder.define_untyped_pipeline(self.state)
+        pm.add_pass(typed_passes.NopythonTypeInference, "type inference")
+        pm.finalize()
+        return [pm]
+
+    def _compile_core(self):
+        for pm in self.define_pipelines():
+            pm.run(self.state)
+        return self.state
 
 
 class _Rename(ast.NodeTransformer):
@@ -638,10 +947,30 @@ def _indent(text, n=1):
     return "\n".join("    " * n + line for line in text.splitlines())
 
 
+def _count_ifs(plan):
+    """The block-level ``if`` statements of a plan (each gets two rows of thread masks)."""
+    n = 0
+    for item in plan:
+        if item[0] == "if":
+            n += 1 + _count_ifs(item[2]) + _count_ifs(item[3])
+        elif item[0] in ("for", "while"):
+            n += _count_ifs(item[-1])
+    return n
+
+
 def _driver_source(params, plan, units, extra, rw, carried):
-    """The driver: every array it touches is its caller's (:class:`Compiled`), borrowed."""
+    """The driver: every array it touches is its caller's (:class:`Compiled`), borrowed.
+
+    ``__alive[t]``: thread t has not returned; ``__active[t]``: it also takes the branches
+    the code now runs (a region runs in the active threads). A loop holding a split point must
+    have the same header in every active thread (else the barrier in it is divergent); an
+    ``if`` holding one may differ between threads: it runs its body in the threads whose test
+    holds, then its ``else`` in the others (``__masks`` keeps each ``if``'s test and the
+    threads active before it). A barrier must be reached by every thread of the block, a warp
+    shuffle by every thread of its warp."""
     call_args = "__c, __F, __A, __t"
-    owned = params + ["__order", "__dims", "__F"] + extra + ["__c", "__alive"]
+    owned = params + ["__order", "__dims", "__F"] + extra + ["__c", "__alive", "__active",
+                                                              "__masks"]
     lines = [f"def __driver({', '.join(owned)}):"]
     lines += [f"    {n} = __borrow({n})" for n in owned]
     lines += ["    __A = (" + "".join(f"{n}, " for n in params + extra) + ")"]
@@ -655,15 +984,16 @@ def _driver_source(params, plan, units, extra, rw, carried):
               f"        __c[{BLOCK}] = __order[__b, 0] + __dims[3] * (__order[__b, 1] + "
               f"__dims[4] * __order[__b, 2])",
               f"        __c[{EPOCH}] = 0",
-              "        __alive[:] = True"]
+              "        __alive[:] = True",
+              "        __active[:] = True"]
     lines += [f"        __reset(__SH_{n})" for n in sorted(rw.shared)]
     counter = iter(units)
-    loop = itertools.count()
+    loop, branch = itertools.count(), itertools.count()
 
     def thread_loop(ind, body):
         pad = "    " * ind
         return [f"{pad}for __t in range(__nt):",
-                f"{pad}    if __alive[__t]:",
+                f"{pad}    if __active[__t]:",
                 f"{pad}        __c[{TX}] = __t % __dims[0]",
                 f"{pad}        __c[{TY}] = (__t // __dims[0]) % __dims[1]",
                 f"{pad}        __c[{TZ}] = __t // (__dims[0] * __dims[1])",
@@ -671,7 +1001,7 @@ def _driver_source(params, plan, units, extra, rw, carried):
             [f"{pad}        {b}" for b in body]
 
     def uniform(ind, unit, width):
-        """Evaluate a header in every live thread; they must agree."""
+        """Evaluate a loop header in every active thread; they must agree."""
         pad = "    " * ind
         k = next(loop)
         out = [f"{pad}__n{k} = 0"]
@@ -684,6 +1014,9 @@ def _driver_source(params, plan, units, extra, rw, carried):
         out += [f"{pad}if __n{k} == 0:", f"{pad}    __h{k} = {empty}"]
         return k, out
 
+    def set_active(pad, expr):
+        return [f"{pad}for __t in range(__nt):", f"{pad}    __active[__t] = {expr}"]
+
     def emit(plan_, ind):
         pad = "    " * ind
         out = []
@@ -692,9 +1025,13 @@ def _driver_source(params, plan, units, extra, rw, carried):
                 u = next(counter)
                 out += thread_loop(ind, [f"if {u.fname}({call_args}):",
                                          "    __alive[__t] = False",
+                                         "    __active[__t] = False",
                                          "if __F[0]:", "    return"])
+            elif item[0] == "warp":
+                out += [f"{pad}if not __warps_converged(__active, __nt):",
+                        f"{pad}    __F[0] = {DIVERGENT}", f"{pad}    return"]
             elif item[0] == "barrier":
-                out += [f"{pad}if not __alive.all() and __alive.any():",
+                out += [f"{pad}if not __active.all() and __active.any():",
                         f"{pad}    __F[0] = {DIVERGENT}", f"{pad}    return",
                         f"{pad}__c[{EPOCH}] += 1"]
             elif item[0] == "for":
@@ -710,11 +1047,18 @@ def _driver_source(params, plan, units, extra, rw, carried):
                 out += code + [f"{pad}    if not __h{k}:", f"{pad}        break"]
                 out += emit(item[2], ind + 1)
             elif item[0] == "if":
-                k, code = uniform(ind, next(counter), 1)
-                out += code + [f"{pad}if __h{k}:"]
-                out += emit(item[2], ind + 1) or [f"{pad}    pass"]
+                u, k = next(counter), next(branch)
+                test, before = f"__masks[{2 * k}, __t]", f"__masks[{2 * k + 1}, __t]"
+                out += [f"{pad}for __t in range(__nt):", f"{pad}    {before} = __active[__t]",
+                        f"{pad}    {test} = False"]
+                out += thread_loop(ind, [f"{test} = {u.fname}({call_args}) != 0",
+                                         "if __F[0]:", "    return"])
+                out += set_active(pad, test)
+                out += emit(item[2], ind)
                 if item[3]:
-                    out += [f"{pad}else:"] + emit(item[3], ind + 1)
+                    out += set_active(pad, f"{before} and __alive[__t] and not {test}")
+                    out += emit(item[3], ind)
+                out += set_active(pad, f"{before} and __alive[__t]")
         return out
 
     lines += emit(plan, 2)
@@ -738,18 +1082,27 @@ def _data(arg):
     return None
 
 
+def _scalar_signature(a):
+    """The type key of a scalar or a (nested) tuple of scalars, else None."""
+    if isinstance(a, (bool, np.bool_)):
+        return ("b",)
+    if isinstance(a, (int, float, complex, np.number)):
+        return ("s", type(a).__name__)
+    if isinstance(a, tuple):
+        parts = tuple(_scalar_signature(e) for e in a)
+        return None if None in parts else ("t",) + parts
+    return None
+
+
 def _signature(fake_args):
     sig = []
     for a in fake_args:
         d = _data(a)
-        if d is not None:
-            sig.append(("a", d.dtype.str, d.ndim, d.flags.c_contiguous))
-        elif isinstance(a, (bool, np.bool_)):
-            sig.append(("b",))
-        elif isinstance(a, (int, float, complex, np.number)):
-            sig.append(("s", type(a).__name__))
-        else:
+        part = (("a", d.dtype.str, d.ndim, d.flags.c_contiguous) if d is not None
+                else _scalar_signature(a))
+        if part is None:
             return None
+        sig.append(part)
     return tuple(sig)
 
 
@@ -815,6 +1168,8 @@ def try_launch(kernel, name, fake_args, grid_dim, block_dim, points):
 
 
 def _compile(kernel, fake_args):
+    if getattr(kernel, "_debug", False):
+        return "ineligible: debug=True (a float division by zero raises)"
     try:
         return KernelCompiler(kernel.fn).compile(
             [a if _data(a) is None else fastmem.make_buf(_data(a)) for a in fake_args])

@@ -184,7 +184,8 @@ def observe_load(x, p, c, F):
     if w > 0 and _conflicts(w, x.we[p], c) or w < 0 and _atomic_conflicts(w, x.we[p], c):
         F[0] = CONFLICT
     r = x.rt[p]
-    if r == 0 or r == c[THREAD]:
+    if r == 0 or r == c[THREAD] or x.rb[p] == c[BLOCK] and x.re[p] != c[EPOCH]:
+        # the earlier readers of this block read before a barrier: ordered with what follows
         x.rt[p] = c[THREAD]
         x.rb[p] = c[BLOCK]
     else:
@@ -419,3 +420,49 @@ def _divide_overload(expr):
 DIVISIONS = {"Div": _divide_overload("a / b"), "FloorDiv": _divide_overload("a // b"),
              "Mod": _divide_overload("a % b")}
 """The AST operator name -> its compiled stand-in."""
+
+
+# ----------------------------------------------------------------------------- warps
+
+SHUFFLES = {"shfl_sync": 0, "shfl_up_sync": 1, "shfl_down_sync": 2, "shfl_xor_sync": 3}
+"""``cuda.<name>`` -> the ``kind`` of :func:`shuffle`."""
+FULL_MASK = 0xFFFFFFFF
+
+
+@njit(cache=False, forceinline=True)
+def shuffle(kind, lanes, own, arg, mask, t, c, F):
+    """Thread ``t``'s result of a warp shuffle: ``lanes`` holds every thread's ``var`` (the
+    shuffle is a split point: all of them were stored before this region runs). Lanes outside
+    ``[0, 32)`` give the thread its own value, as on the GPU (``warp.warp_results``). Suspect: a mask other than the
+    full warp, a source lane past the end of a partial last warp."""
+    if mask != FULL_MASK:
+        F[0] = DIVERGENT
+        return own
+    lane = t % 32
+    b = arg & 31   # PTX reads the low 5 bits of the lane operand
+    if kind == 0:
+        src = b
+    elif kind == 1:
+        src = lane - b
+    elif kind == 2:
+        src = lane + b
+    else:
+        src = lane ^ b
+    if src < 0 or src >= 32:
+        return own
+    source = t - lane + src
+    if source >= c[NTHREADS]:
+        F[0] = DIVERGENT
+        return own
+    return lanes[source]
+
+
+@njit(cache=False, forceinline=True)
+def warps_converged(alive, nt):
+    """Every warp has all its threads alive, or none (a shuffle needs the whole warp)."""
+    for w in range(0, nt, 32):
+        first = alive[w]
+        for t in range(w + 1, min(w + 32, nt)):
+            if alive[t] != first:
+                return False
+    return True

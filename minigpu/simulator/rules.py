@@ -46,6 +46,7 @@ import functools
 import inspect
 import linecache
 import textwrap
+import types
 
 # ----------------------------------------------------------------------------- happens-before
 
@@ -76,6 +77,8 @@ def same_value_store(old, new):
 @functools.lru_cache(maxsize=None)
 def function_ast(code):
     """The AST of the function a code object comes from (None if its source is missing)."""
+    if code.co_name == "<lambda>":
+        return _lambda_ast(code)
     try:
         lines, start = inspect.getsourcelines(code)
         tree = ast.parse(textwrap.dedent("".join(lines)))
@@ -85,6 +88,37 @@ def function_ast(code):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             return node
     return None
+
+
+@functools.lru_cache(maxsize=64)
+def _file_ast(filename):
+    try:
+        return ast.parse("".join(linecache.getlines(filename)))
+    except (SyntaxError, ValueError):
+        return None
+
+
+def _lambda_ast(code):
+    """The ``ast.Lambda`` a lambda's code comes from: among the lambdas of its first line (a
+    table of ops may hold several), the one with its parameters, and where that leaves more
+    than one, the one that compiles to its bytecode."""
+    tree = _file_ast(code.co_filename)
+    if tree is None:
+        return None
+    params = code.co_varnames[:code.co_argcount]
+    found = [n for n in ast.walk(tree) if isinstance(n, ast.Lambda)
+             and n.lineno == code.co_firstlineno
+             and tuple(a.arg for a in n.args.args) == params]
+    if len(found) > 1:
+        found = [n for n in found if _compiles_to(n, code)]
+    return found[0] if len(found) == 1 else None
+
+
+def _compiles_to(node, code):
+    module = compile(ast.Expression(node), code.co_filename, "eval")
+    inner = [c for c in module.co_consts if isinstance(c, types.CodeType)]
+    return bool(inner) and inner[0].co_code == code.co_code and \
+        inner[0].co_consts == code.co_consts and inner[0].co_names == code.co_names
 
 
 def constant_names(func):
