@@ -246,9 +246,9 @@ BUGS = [
       "lost updates when indices repeat",
       "racecheck in tests/test_cuda_indexing.py::test_scatter_add_all_same_index"),
     B("maxpool-backward-plain-update", CUDA + "pool.py",
-      "            cuda.atomic.add(grad_x, (n * c_ + c) * plane + at,\n"
-      "                            g[goff + n * gs[0] + c * gs[1] + oh * gs[2] + ow * gs[3]])\n",
-      "            grad_x[(n * c_ + c) * plane + at] += "
+      "        cuda.atomic.add(grad_x, (n * c_ + c) * plane + at,\n"
+      "                        g[goff + n * gs[0] + c * gs[1] + oh * gs[2] + ow * gs[3]])\n",
+      "        grad_x[(n * c_ + c) * plane + at] += "
       "g[goff + n * gs[0] + c * gs[1] + oh * gs[2] + ow * gs[3]]\n",
       "max-pool backward with a plain += instead of atomic.add",
       "lost gradient when overlapping windows share their argmax",
