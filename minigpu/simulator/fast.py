@@ -540,6 +540,8 @@ def _fold_constant_ifs(stmts, ns, local):
             taken = _constant_test(s.test, ns, local)
             if taken is not None:
                 out += _fold_constant_ifs(s.body if taken else s.orelse, ns, local)
+                if out and isinstance(out[-1], ast.Return):
+                    return out   # what follows a return it now always takes is dead
                 continue
         for field in ("body", "orelse"):
             if isinstance(getattr(s, field, None), list):
