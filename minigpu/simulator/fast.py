@@ -424,12 +424,7 @@ class Inliner:
     def _inlined_call(self, node, ns):
         """The device function a call statement's call inlines, or None."""
         call = node.value if isinstance(node, (ast.Assign, ast.Expr, ast.Return)) else None
-        if not isinstance(call, ast.Call) or _cuda_path(call.func, ns) is not None:
-            return None
-        target = _resolve(call.func, ns)
-        if target is not None and _is_device_function(target) and self.needs(target):
-            return target
-        return None
+        return _resolve(call.func, ns) if self._inlines(call, ns) else None
 
     def body(self, stmts, ns):
         out = []
@@ -480,9 +475,9 @@ class Inliner:
         assigned = _stored(func.body)
         local = set(params) | assigned
         body = _fold_constant_ifs(func.body, fns, local)
-        if any(isinstance(n, ast.Return) for s in body[:-1] for n in ast.walk(s)) or any(
-                isinstance(n, ast.Return) for n in ast.walk(body[-1])
-                if n is not body[-1]):
+        if body and (any(isinstance(n, ast.Return) for s in body[:-1] for n in ast.walk(s))
+                     or any(isinstance(n, ast.Return) for n in ast.walk(body[-1])
+                            if n is not body[-1])):
             raise Ineligible(f"a return before the end of {target.fn.__name__}, which has a "
                              f"barrier or shuffle")
         substitute = {p: a for p, a in zip(params, call.args)
