@@ -1,5 +1,7 @@
 """How fast the simulator runs the engine: stock Numba simulator, minigpu's checked path, its
-compiled path (``MINIGPU_SIM_FAST=always``), and the NumPy backend (``device="cpu"``), same run.
+compiled path (``MINIGPU_SIM_FAST=always``) compiling its kernels, the same in a second process
+that loads them from the disk cache (``cached``), and the NumPy backend (``device="cpu"``), same
+run.
 
 Each (path, work) pair runs in its own process (the stock simulator is chosen at import), with a
 wall-clock cap: a pair that does not finish within ``--cap`` seconds prints ``> cap``. The
@@ -10,19 +12,21 @@ the same arithmetic is measured for the small works, as a reference that moves w
 machine's load.
 
     python benchmarks/simulator_speed.py [--cap 300] [--repeat 2] [--only matmul128 map1M ...]
-        [--paths stock checked fast numpy]
+        [--paths stock checked fast cached numpy]
 """
 import argparse
 import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
 
-WORKS = ["matmul128", "matmul512", "map1M", "sum1M", "lenet_step", "vae_step"]
-PATHS = ["stock", "checked", "fast", "numpy"]
+WORKS = ["matmul128", "matmul512", "map1M", "sum1M", "conv2d", "lstm_step", "lenet_step",
+         "vae_step"]
+PATHS = ["stock", "checked", "fast", "cached", "numpy"]
 SLOW_SKIP = {("stock", "matmul512"), ("checked", "matmul512")}
 
 
@@ -39,6 +43,20 @@ def _work(name, mg, device):
         if name == "map1M":
             return lambda: ((x.relu() + 1) * 0.5).numpy()
         return lambda: x.sum().numpy()
+    if name == "conv2d":   # LeNet's second convolution at batch 64, forward
+        conv = mg.nn.Conv2d(6, 16, 5).to(device)
+        x = mg.tensor(rng.standard_normal((64, 6, 14, 14)).astype(np.float32), device=device)
+        return lambda: conv(x).detach().numpy()
+    if name == "lstm_step":   # one LSTM layer over 35 steps, batch 20, 200 wide: forward+backward
+        lstm = mg.nn.LSTM(200, 200).to(device)
+        x = mg.tensor(rng.standard_normal((35, 20, 200)).astype(np.float32), device=device)
+
+        def lstm_step():
+            lstm.zero_grad()
+            out, _ = lstm(x)
+            out.sum().backward()
+            return out.detach().numpy()
+        return lstm_step
     if name == "lenet_step":
         nn = mg.nn
         model = nn.Sequential(
@@ -120,7 +138,7 @@ def child(path, name, repeat):
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
     if path == "stock":
         os.environ["MINIGPU_STOCK_SIMULATOR"] = "1"
-    os.environ["MINIGPU_SIM_FAST"] = "always" if path == "fast" else "0"
+    os.environ["MINIGPU_SIM_FAST"] = "always" if path in ("fast", "cached") else "0"
     import minigpu as mg
     run = _work(name, mg, "cpu" if path == "numpy" else "cuda")
     start = time.perf_counter()
@@ -133,7 +151,7 @@ def child(path, name, repeat):
         t = time.perf_counter() - start
         best = t if best is None else min(best, t)
     taken = {}
-    if path == "fast":
+    if path in ("fast", "cached"):
         from minigpu.simulator import fast
         for kernel, counts in fast.STATS.items():
             for how, k in counts.items():
@@ -151,6 +169,8 @@ def main():
     args = p.parse_args()
     if args.child:
         return child(*args.child, args.repeat)
+    # "fast" compiles into a cache of this run's own; "cached" is the next process, loading it
+    os.environ["MINIGPU_SIM_CACHE"] = tempfile.mkdtemp(prefix="minigpu-bench-cache-")
     print(f"cap {args.cap:.0f} s per (path, work); first call / best of {args.repeat} more, "
           "seconds; 'x checked' = checked path's best / this path's best")
     for name in args.only:

@@ -5,8 +5,11 @@ top of the first module pytest loads. Run with ``NUMBA_ENABLE_CUDASIM=0`` on a m
 GPU to run the same tests on the hardware.
 """
 import os
+import tempfile
 
 os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+# the compiled path's disk cache: each test run starts empty, as on a fresh machine
+os.environ.setdefault("MINIGPU_SIM_CACHE", tempfile.mkdtemp(prefix="minigpu-sim-cache-"))
 
 import pytest  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402

@@ -7,17 +7,18 @@
   Default: on.
 - ``MINIGPU_SIM_SEED=<int>`` seeds the order in which the blocks of each launch run
   (default 0; the order is a fresh permutation per launch drawn from that seed).
-- ``MINIGPU_SIM_FAST=0|auto|always`` chooses how a kernel runs (:mod:`.fast`): ``0``
-  (default, until the compiled path's differential proof lands) keeps every launch on the
-  checked interpreter; ``auto`` compiles a kernel once its checked runs have cost about a
-  second; ``always`` compiles every eligible kernel at its first launch. A compiled launch that
-  suspects anything runs again on the checked path, which gives the verdict. Read at each
-  launch (``config.FAST``), so a benchmark may switch it in-process.
+- ``MINIGPU_SIM_FAST=0|auto|always`` chooses how a kernel runs (:mod:`.fast`): ``auto``
+  (default) compiles a kernel once its checked launches have cost about what a compile costs,
+  or at its first launch when the disk cache (:mod:`.fastcache`, ``MINIGPU_SIM_CACHE``) holds
+  it; ``always`` compiles every eligible kernel at its first launch; ``0`` keeps every launch
+  on the checked interpreter. A compiled launch that suspects anything runs again on the
+  checked path, which gives the verdict. Read at each launch (``config.FAST``), so a
+  benchmark may switch it in-process.
 - ``MINIGPU_STOCK_SIMULATOR=1`` leaves Numba's simulator stock (to compare with it); read by
   ``install()`` when it runs.
 """
 import os
 
 CHECKS = os.environ.get("MINIGPU_SIM_CHECKS", "1") != "0"
-FAST = os.environ.get("MINIGPU_SIM_FAST", "0")
+FAST = os.environ.get("MINIGPU_SIM_FAST", "auto")
 SEED = int(os.environ.get("MINIGPU_SIM_SEED", "0"))

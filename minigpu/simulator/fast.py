@@ -44,7 +44,7 @@ from numba.core import compiler, typed_passes
 from numba.core.errors import NumbaError
 from numba.core.registry import cpu_target
 
-from . import config, fastmem, ieee, memory, rules
+from . import config, fastcache, fastmem, ieee, memory, rules
 from .fastmem import (BDX, BDY, BDZ, BLOCK, BX, BY, BZ, DIVERGENT, EPOCH, GDX, GDY, GDZ,
                       LOCAL, NTHREADS, SHARED, THREAD, TX, TY, TZ)
 
@@ -751,8 +751,9 @@ class Compiled:
     """A kernel compiled for one argument signature: its driver, and the arrays a launch gives
     it besides the kernel's arguments (the driver allocates nothing: it borrows)."""
 
-    def __init__(self, driver, shared, local, carried, branches):
-        self.driver, self.branches = driver, branches
+    def __init__(self, driver, shared, local, carried, branches, key=None):
+        self.driver, self.branches, self.key = driver, branches, key
+        self.remembered = False   # its carried types and hint are on disk
         # name -> (shape, dtype) of shared arrays and local arrays; name -> dtype of the variables
         # that live across a barrier
         self.shared, self.local, self.carried = shared, local, carried
@@ -779,7 +780,8 @@ class KernelCompiler:
         self.fn = fn
         self.ns = {**_namespace(fn), **_HELPERS}
         self.devices = {}
-        self.sources = []   # what was compiled, for ``source()``
+        self.sources = []   # what was compiled, for ``source()`` and the cache key
+        self.fingerprints = []   # the globals each source reads (:func:`.fastcache.fingerprint`)
 
     def device(self, kernel):
         """The name of ``kernel`` (a device function) compiled with hidden ``(__c, __F)``."""
@@ -801,6 +803,7 @@ class KernelCompiler:
                   **{n: self.ns[n] for n in self.ns if n.startswith("__dev")}}
             src = ast.unparse(func)
             self.sources.append(src)
+            self.fingerprints.append(fastcache.fingerprint(src, ns))
             exec(compile(src, f"<minigpu.fast {name}>", "exec"), ns)
             self.ns[name] = njit(error_model="numpy", forceinline=True)(ns[name])
             # later device functions see this one too
@@ -828,7 +831,6 @@ class KernelCompiler:
         uses = collections.Counter(n for u in units for n in (u.names & locals_))
         carried = sorted(n for n, k in uses.items() if k > 1)
         carried_arrays = sorted(n for n in rw.local if sum(n in u.names for u in units) > 1)
-        dtypes = self._carried_types(func, params, body, rw, args, carried)
         extra = ([f"__SH_{n}" for n in sorted(rw.shared)] + [f"__LS_{n}" for n in sorted(rw.local)]
                  + [f"__L_{n}" for n in carried])
         # what the regions read, in one tuple (a kernel may have many parameters)
@@ -837,7 +839,8 @@ class KernelCompiler:
         sources, k = [], itertools.count()
         for u in units:
             u.fname = f"__u{next(k)}"
-            nodes = [_ShuffleReads().visit(_Rename(renames).visit(n)) for n in u.nodes]
+            nodes = [_ShuffleReads().visit(_Rename(renames).visit(copy.deepcopy(n)))
+                     for n in u.nodes]   # the body stays as it is, to be typed whole
             head = [f"    {n} = __L_{n}[__t]" for n in carried if n in u.names]
             head += [f"    {n} = __local_row(__LS_{n}, __t, False)" for n in carried_arrays
                      if n in u.names]
@@ -863,11 +866,17 @@ class KernelCompiler:
             ns[name] = njit(error_model="numpy", forceinline=True)(ns[name])
         src = _driver_source(params, plan, units, extra, rw, carried)
         self.sources.append(src)
-        exec(compile(src, f"<minigpu.fast {self.fn.__name__}>", "exec"), ns)
-        return Compiled(njit(error_model="numpy")(ns["__driver"]),
+        self.fingerprints += [fastcache.fingerprint(s, ns) for s in sources + [src]]
+        key = fastcache.key(self.sources, self.fingerprints)
+        dtypes = fastcache.carried_types(key)
+        if dtypes is None:
+            dtypes = self._carried_types(func, params, body, rw, args, carried)
+        path = fastcache.source_file(key, src)
+        exec(compile(src, path or f"<minigpu.fast {self.fn.__name__}>", "exec"), ns)
+        return Compiled(njit(error_model="numpy", cache=path is not None)(ns["__driver"]),
                         {n: rw.shared[n] for n in sorted(rw.shared)},
                         {n: rw.local[n] for n in sorted(rw.local)},
-                        {n: dtypes[n] for n in carried}, _count_ifs(plan))
+                        {n: dtypes[n] for n in carried}, _count_ifs(plan), key)
 
     def _carried_types(self, func, params, body, rw, args, carried):
         """The NumPy scalar type of each variable that lives across a barrier (the kernel
@@ -1068,6 +1077,7 @@ def _driver_source(params, plan, units, extra, rw, carried):
 _COMPILED = {}     # (kernel, signature) -> driver, or Ineligible / Exception text
 _SPENT = collections.defaultdict(float)   # (kernel, signature) -> checked seconds
 _PER_THREAD = {}   # kernel -> checked seconds per thread, last measured
+_HINTS = {}        # (kernel, signature) -> what the disk cache says (:func:`.fastcache.hint`)
 
 
 def _data(arg):
@@ -1122,10 +1132,16 @@ def try_launch(kernel, name, fake_args, grid_dim, block_dim, points):
     driver = _COMPILED.get(key)
     threads = len(points) * block_dim[0] * block_dim[1] * block_dim[2]
     if driver is None:
+        if key not in _HINTS:
+            _HINTS[key] = fastcache.hint(kernel, sig)
+        hint = _HINTS[key]
         predicted = threads * _PER_THREAD.get(kernel, FIRST_GUESS)
-        if mode != "always" and _SPENT[key] + predicted < AUTO_SECONDS:
+        if hint:
+            driver = _COMPILED[key] = hint
+        elif hint is None and mode != "always" and _SPENT[key] + predicted < AUTO_SECONDS:
             return False
-        driver = _COMPILED[key] = _compile(kernel, fake_args)
+        else:
+            driver = _COMPILED[key] = _compile(kernel, fake_args)
     if isinstance(driver, str):
         stats[driver] += 1
         return False
@@ -1149,9 +1165,13 @@ def try_launch(kernel, name, fake_args, grid_dim, block_dim, points):
     dims = np.array(list(block_dim) + list(grid_dim), np.int64)
     try:
         reason = fastmem.SUSPECTS.get(driver.run(values, order, dims))
+        if not driver.remembered:
+            fastcache.remember(driver.key, driver.carried, kernel, sig)
+            driver.remembered = True
     except NumbaError as exc:   # it compiles at its first call: it never will
         _COMPILED[key] = f"ineligible: compile failed ({type(exc).__name__}: " \
                          f"{str(exc).splitlines()[-1][:200]})"
+        fastcache.remember_failure(kernel, sig, _COMPILED[key])
         reason = "it does not compile"
     except Exception as exc:
         reason = f"{type(exc).__name__}: {exc}"

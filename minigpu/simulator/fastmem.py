@@ -62,12 +62,6 @@ def _bits_of(data):
 def make_buf(data, space=GLOBAL):
     """The :class:`Buf` of a NumPy array (fresh, empty shadows)."""
     bits, pois, recognisable = _bits_of(data)
-    return shadowed(data, bits, pois, recognisable, space)
-
-
-@njit(cache=False)
-def shadowed(data, bits, pois, recognisable, space):
-    """A :class:`Buf` with fresh shadows."""
     shape = data.shape
     return Buf(data, bits, pois, np.zeros(shape, np.int64), np.zeros(shape, np.int32),
                np.zeros(shape, np.int64), np.zeros(shape, np.int32), np.zeros(shape, np.int32),

@@ -1,0 +1,89 @@
+"""The compiled path's disk cache (``minigpu.simulator.fastcache``): a kernel compiled in one
+process is loaded, not compiled, by the next; a change to anything its machine code depends on
+(here a global constant) is a miss, never a stale result."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from numba import cuda
+
+from minigpu.simulator import fastcache
+
+pytestmark = pytest.mark.skipif(not cuda.config.ENABLE_CUDASIM, reason="simulator only")
+
+PROGRAM = r'''
+import json, os, sys
+import numpy as np
+from numba import cuda, float32
+import minigpu
+from minigpu.simulator import fast
+
+SCALE = float(os.environ["SCALE"])
+TILE = 8
+
+@cuda.jit
+def scaled_reverse(x, out):
+    s = cuda.shared.array(TILE, float32)
+    t = cuda.threadIdx.x
+    i = cuda.blockIdx.x * TILE + t
+    v = x[i] * SCALE
+    s[t] = x[i]
+    cuda.syncthreads()
+    out[i] = s[TILE - 1 - t] + v
+
+x = np.arange(4 * TILE, dtype=np.float32)
+out = np.zeros_like(x)
+scaled_reverse[4, TILE](x, out)
+(driver,) = [d for (k, _), d in fast._COMPILED.items() if k is scaled_reverse]
+print(json.dumps({"out": out.tolist(), "paths": dict(fast.STATS["scaled_reverse"]),
+                  "loaded": sum(driver.driver.stats.cache_hits.values()),
+                  "compiled": sum(driver.driver.stats.cache_misses.values())}))
+'''
+
+
+def _run(tmp_path, mode, scale):
+    env = {**os.environ, "MINIGPU_SIM_CACHE": str(tmp_path / "cache"), "MINIGPU_SIM_FAST": mode,
+           "SCALE": str(scale), "NUMBA_ENABLE_CUDASIM": "1"}
+    script = tmp_path / "program.py"
+    script.write_text(PROGRAM)
+    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
+def _want(scale):
+    x = np.arange(32, dtype=np.float32).reshape(4, 8)
+    return (x[:, ::-1] + x * np.float32(scale)).ravel().tolist()
+
+
+def test_a_compiled_kernel_is_loaded_by_the_next_process_and_a_changed_constant_is_a_miss(
+        tmp_path):
+    first = _run(tmp_path, "always", 2)
+    assert first["out"] == _want(2) and first["paths"] == {"fast": 1}
+    assert first["compiled"] == 1 and first["loaded"] == 0
+    # ``auto`` would keep so cheap a launch checked; the cache says a compile is a load
+    second = _run(tmp_path, "auto", 2)
+    assert second["out"] == _want(2) and second["paths"] == {"fast": 1}
+    assert second["loaded"] == 1 and second["compiled"] == 0
+    third = _run(tmp_path, "always", 3)
+    assert third["out"] == _want(3) and third["paths"] == {"fast": 1}
+    assert third["compiled"] == 1 and third["loaded"] == 0
+
+
+def test_a_global_that_cannot_be_described_keeps_the_kernel_out_of_the_cache():
+    assert fastcache.fingerprint("y = LIMIT + np.float32(1)", {"LIMIT": 3, "np": np}) == \
+        ["LIMIT=int 3", "np=module numpy"]
+    assert fastcache.fingerprint("y = thing.x", {"thing": object()}) is None
+    assert fastcache.key(["src"], [None]) is None
+    assert fastcache.key(["src"], [["A=int 1"]]) != fastcache.key(["src"], [["A=int 2"]])
+
+
+def test_cache_off(monkeypatch):
+    monkeypatch.setenv("MINIGPU_SIM_CACHE", "0")
+    assert fastcache.directory() is None
+    assert fastcache.source_file("abc", "def f(): pass\n") is None
+    assert fastcache.carried_types("abc") is None
