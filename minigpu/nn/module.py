@@ -282,6 +282,10 @@ class _GradTap(Function):
     """Identity on tensors whose backward hands their gradients to ``callback`` (which may
     replace them): how a full backward hook sees a module's grad_output and grad_input."""
 
+    # its backward returns the gradients it is given (or the hook's replacements, made of
+    # Tensor ops): under create_graph they are already recorded
+    differentiable_backward = True
+
     def forward(self, *tensors, callback):
         self.callback = callback
         return tuple(t._alias() for t in tensors)

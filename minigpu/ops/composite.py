@@ -316,3 +316,34 @@ def attention(ctx, q, k, v, mask, causal, scale):
     dead = scores.max(-1, keepdim=True).values.detach() == float("-inf")
     zero = _filled(scores, (), 0.0)
     return where(dead, zero, where(dead, zero, scores).softmax(-1)) @ v
+
+
+def _window_positions(base, window):
+    """The flat positions in dense ``base`` of a window (shape, strides, offset): an int64
+    tensor of the window's shape."""
+    shape, strides, offset = window
+    pos = np.full(shape, offset, np.int64)
+    for d, (n, s) in enumerate(zip(shape, strides)):
+        ramp = [1] * len(shape)
+        ramp[d] = n
+        pos = pos + np.arange(n, dtype=np.int64).reshape(ramp) * s
+    return Tensor._from_array(pos, base.device)
+
+
+def copy_slices(ctx, base, values, window):
+    """``ops/inplace.py``'s CopySlices: ``base`` with its window holding ``values`` (a write
+    through a view): the values scattered to the window's flat positions, chosen there by a
+    mask (``where``, so an inf outside the window stays inf)."""
+    pos = _window_positions(base, window).reshape(-1)
+    flat = base.reshape(-1)
+    placed = _filled(flat, flat.shape, 0.0).scatter_add(
+        0, pos, values.expand(*window[0]).reshape(-1))
+    inside = _filled(pos, flat.shape, 0).scatter_add(0, pos, _filled(pos, pos.shape, 1)) > 0
+    return where(inside, placed, flat).reshape(base.shape)
+
+
+def view_of(ctx, base, window):
+    """``ops/inplace.py``'s ViewOf: the window of ``base`` (its elements picked by flat
+    position)."""
+    pos = _window_positions(base, window)
+    return base.reshape(-1).index_select(0, pos.reshape(-1)).reshape(pos.shape)

@@ -27,6 +27,7 @@ import numpy as np
 from ..autograd import SCALAR_TYPES, Function, is_grad_enabled, no_grad
 from ..backends.contract import View, contiguous_strides
 from ..tensor import Tensor
+from . import composite
 from . import elementwise as ew
 from .registry import op
 from .shape import broadcast_shapes, expand_view, sum_to, zeros_with_window
@@ -50,6 +51,8 @@ class CopySlices(Function):
     The values are already in the buffer; this node only routes gradients: the window's part
     of the gradient goes to ``values``, the rest to the old base."""
 
+    composite = composite.copy_slices  # what create_graph=True differentiates
+
     def forward(self, base, values, window):
         self.window, self.values_shape = window, values.shape
         return base._alias()
@@ -72,6 +75,8 @@ class CopySlices(Function):
 class ViewOf(Function):
     """A window (shape, strides, offset) of a dense base, as a view: the grad_fn a view gets
     after a write through it re-based its base."""
+
+    composite = composite.view_of  # what create_graph=True differentiates
 
     def forward(self, base, window):
         self.window, self.base_shape = window, base.shape
