@@ -100,6 +100,12 @@ def finish_args(parser: argparse.ArgumentParser, args, default_epochs: int):
     if args.epochs is None:
         args.epochs = 1 if args.smoke else default_epochs
     args.device = resolve_device(parser, args.device)
+    if args.device == "cuda" and mg.cuda.is_simulator() and not args.smoke \
+            and "MINIGPU_SIM_FAST" not in os.environ:
+        # a training run: every kernel pays for its compile on the simulator's compiled path
+        # (docs/simulator.md); ``auto`` would first run each one checked for ~30 s
+        from minigpu.simulator import config
+        config.FAST = "always"
     prepare_out(parser, args.out)
     return args
 
@@ -130,10 +136,16 @@ def write_metrics(out: Path, metrics: dict) -> Path:
     return path
 
 
+def _sim_fast():
+    from minigpu.simulator import config
+    return config.FAST
+
+
 def header(demo: str, device: str, args) -> None:
     where = device
     if device == "cuda":
-        where += " (Numba CUDA simulator)" if mg.cuda.is_simulator() else " (GPU)"
+        where += (f" (Numba CUDA simulator, MINIGPU_SIM_FAST={_sim_fast()})"
+                  if mg.cuda.is_simulator() else " (GPU)")
     print(f"{demo}: device={where} epochs={args.epochs} seed={args.seed}"
           f"{' smoke' if args.smoke else ''} -> {args.out}")
 

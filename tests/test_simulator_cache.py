@@ -87,3 +87,29 @@ def test_cache_off(monkeypatch):
     assert fastcache.directory() is None
     assert fastcache.source_file("abc", "def f(): pass\n") is None
     assert fastcache.carried_types("abc") is None
+
+
+@cuda.jit
+def keep_across_barrier(x, out):
+    """``v`` lives across a barrier: the compiled path keeps it in a per-thread array whose
+    type follows x's."""
+    i = cuda.grid(1)
+    v = x[i] * 2
+    cuda.syncthreads()
+    out[i] = v
+
+
+def test_the_same_kernel_with_other_argument_types_is_another_entry(tmp_path, monkeypatch):
+    from minigpu.simulator import config, fast
+    monkeypatch.setenv("MINIGPU_SIM_CACHE", str(tmp_path))
+    monkeypatch.setattr(config, "FAST", "always")
+    fast.STATS.clear()
+    ints = np.arange(32, dtype=np.int64)
+    out = np.zeros_like(ints)
+    keep_across_barrier[1, 32](ints, out)
+    np.testing.assert_array_equal(out, ints * 2)
+    halves = np.arange(32) / 4.0
+    out = np.zeros_like(halves)
+    keep_across_barrier[1, 32](halves, out)
+    np.testing.assert_array_equal(out, halves * 2)
+    assert dict(fast.STATS["keep_across_barrier"]) == {"fast": 2}

@@ -867,7 +867,8 @@ class KernelCompiler:
         src = _driver_source(params, plan, units, extra, rw, carried)
         self.sources.append(src)
         self.fingerprints += [fastcache.fingerprint(s, ns) for s in sources + [src]]
-        key = fastcache.key(self.sources, self.fingerprints)
+        # the argument types too: the carried variables' types depend on them
+        key = fastcache.key(self.sources + [str(typeof(a)) for a in args], self.fingerprints)
         dtypes = fastcache.carried_types(key)
         if dtypes is None:
             dtypes = self._carried_types(func, params, body, rw, args, carried)
