@@ -113,3 +113,21 @@ def test_the_same_kernel_with_other_argument_types_is_another_entry(tmp_path, mo
     keep_across_barrier[1, 32](halves, out)
     np.testing.assert_array_equal(out, halves * 2)
     assert dict(fast.STATS["keep_across_barrier"]) == {"fast": 2}
+
+
+def test_with_numbas_jit_disabled_every_launch_stays_checked(tmp_path):
+    """``NUMBA_DISABLE_JIT=1`` (stumpy's GPU tests set it): nothing can compile, so even
+    ``always`` runs the checked path."""
+    script = tmp_path / "no_jit.py"
+    script.write_text(
+        "import numpy as np\nfrom numba import cuda\nimport minigpu\n"
+        "from minigpu.simulator import fast\n"
+        "@cuda.jit\ndef add_one(x):\n    i = cuda.grid(1)\n    if i < x.size:\n"
+        "        x[i] += 1\n"
+        "x = np.zeros(64)\nadd_one[2, 32](x)\nprint(x.sum(), dict(fast.STATS['add_one']))\n")
+    env = {**os.environ, "NUMBA_DISABLE_JIT": "1", "MINIGPU_SIM_FAST": "always",
+           "MINIGPU_SIM_CACHE": str(tmp_path / "cache"), "NUMBA_ENABLE_CUDASIM": "1"}
+    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["64.0", "{'checked':", "1}"]

@@ -41,6 +41,7 @@ import re
 import numpy as np
 from numba import njit, typeof, types
 from numba.core import compiler, typed_passes
+from numba.core import config as numba_config
 from numba.core.errors import NumbaError
 from numba.core.registry import cpu_target
 
@@ -1122,7 +1123,7 @@ def try_launch(kernel, name, fake_args, grid_dim, block_dim, points):
     """Run the launch on the compiled path if it applies. True: done (no suspect); False:
     the caller runs the checked path (the arrays are as they were)."""
     mode = config.FAST
-    if mode == "0" or memory.observers:
+    if mode == "0" or memory.observers or numba_config.DISABLE_JIT:  # nothing can compile then
         return False
     sig = _signature(fake_args)
     stats = STATS[name]
