@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import minigpu as mg
+from minigpu.simulator import config as sim_config
 
 
 # --- command line ---------------------------------------------------------------------------
@@ -104,8 +105,7 @@ def finish_args(parser: argparse.ArgumentParser, args, default_epochs: int):
             and "MINIGPU_SIM_FAST" not in os.environ:
         # a training run: every kernel pays for its compile on the simulator's compiled path
         # (docs/simulator.md); ``auto`` would first run each one checked for ~30 s
-        from minigpu.simulator import config
-        config.FAST = "always"
+        sim_config.FAST = "always"
     prepare_out(parser, args.out)
     return args
 
@@ -136,15 +136,10 @@ def write_metrics(out: Path, metrics: dict) -> Path:
     return path
 
 
-def _sim_fast():
-    from minigpu.simulator import config
-    return config.FAST
-
-
 def header(demo: str, device: str, args) -> None:
     where = device
     if device == "cuda":
-        where += (f" (Numba CUDA simulator, MINIGPU_SIM_FAST={_sim_fast()})"
+        where += (f" (Numba CUDA simulator, MINIGPU_SIM_FAST={sim_config.FAST})"
                   if mg.cuda.is_simulator() else " (GPU)")
     print(f"{demo}: device={where} epochs={args.epochs} seed={args.seed}"
           f"{' smoke' if args.smoke else ''} -> {args.out}")

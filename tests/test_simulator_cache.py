@@ -79,6 +79,13 @@ def test_a_global_that_cannot_be_described_keeps_the_kernel_out_of_the_cache():
         ["LIMIT=int 3", "np=module numpy"]
     assert fastcache.fingerprint("y = thing.x", {"thing": object()}) is None
     assert fastcache.key(["src"], [None]) is None
+    # a function holding a comprehension (a nested code object, whose repr has its address)
+    # is described by its content: the same in every process
+    made = [{} for _ in range(2)]
+    for ns in made:
+        exec("def f(x):\n    return [i * x for i in range(3)]\n", ns)
+    assert repr(made[0]["f"].__code__.co_consts) != repr(made[1]["f"].__code__.co_consts)
+    assert fastcache.describe(made[0]["f"]) == fastcache.describe(made[1]["f"])
     assert fastcache.key(["src"], [["A=int 1"]]) != fastcache.key(["src"], [["A=int 2"]])
 
 

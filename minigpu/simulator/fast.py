@@ -752,7 +752,7 @@ class Compiled:
     """A kernel compiled for one argument signature: its driver, and the arrays a launch gives
     it besides the kernel's arguments (the driver allocates nothing: it borrows)."""
 
-    def __init__(self, driver, shared, local, carried, branches, key=None):
+    def __init__(self, driver, shared, local, carried, branches, key):
         self.driver, self.branches, self.key = driver, branches, key
         self.remembered = False   # its carried types and hint are on disk
         # name -> (shape, dtype) of shared arrays and local arrays; name -> dtype of the variables

@@ -70,8 +70,16 @@ def _version():
 
 
 def _code(fn):
-    code = fn.__code__
-    return _sha(code.co_code, repr(code.co_consts), repr(code.co_names))
+    return _sha(*_code_parts(fn.__code__))
+
+
+def _code_parts(code):
+    """A code object's bytecode, names and constants; a nested one (a lambda, a comprehension)
+    by its own parts, since its repr holds its address, which changes in every process."""
+    parts = [code.co_code, repr(code.co_names)]
+    for const in code.co_consts:
+        parts += _code_parts(const) if isinstance(const, types.CodeType) else [repr(const)]
+    return parts
 
 
 def describe(value):
