@@ -169,11 +169,12 @@ def main():
     args = p.parse_args()
     if args.child:
         return child(*args.child, args.repeat)
-    # "fast" compiles into a cache of this run's own; "cached" is the next process, loading it
-    os.environ["MINIGPU_SIM_CACHE"] = tempfile.mkdtemp(prefix="minigpu-bench-cache-")
     print(f"cap {args.cap:.0f} s per (path, work); first call / best of {args.repeat} more, "
           "seconds; 'x checked' = checked path's best / this path's best")
     for name in args.only:
+        # "fast" compiles into an empty cache of this work's own; "cached" is the next process,
+        # loading from it
+        os.environ["MINIGPU_SIM_CACHE"] = tempfile.mkdtemp(prefix="minigpu-bench-cache-")
         loop = _python_loop(name)
         rows = {}
         for path in args.paths:

@@ -4,12 +4,17 @@
 top of the first module pytest loads. Run with ``NUMBA_ENABLE_CUDASIM=0`` on a machine with a
 GPU to run the same tests on the hardware.
 """
+import atexit
 import os
+import shutil
 import tempfile
 
 os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
-# the compiled path's disk cache: each test run starts empty, as on a fresh machine
-os.environ.setdefault("MINIGPU_SIM_CACHE", tempfile.mkdtemp(prefix="minigpu-sim-cache-"))
+# the compiled path's disk cache: each test run starts empty, as on a fresh machine (the
+# xdist workers inherit the folder; the process that made it removes it at exit)
+if "MINIGPU_SIM_CACHE" not in os.environ:
+    os.environ["MINIGPU_SIM_CACHE"] = tempfile.mkdtemp(prefix="minigpu-sim-cache-")
+    atexit.register(shutil.rmtree, os.environ["MINIGPU_SIM_CACHE"], ignore_errors=True)
 
 import pytest  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402
