@@ -61,15 +61,46 @@ CORPUS = [
 ]
 
 
-def run_lockstep(program, options, tmp_path):
-    """Both runs' losses ({"torch": [...], "minigpu": [...]}); fails with the traceback of a
-    run that raised."""
+# The programs that put their model on the accelerator when there is one, with the options
+# that make them take it (``--accel``, or no ``--no-accel``): run again with minigpu's cuda
+# device on the simulator, longest first. Kernels are compiled at their first launch
+# (MINIGPU_SIM_FAST=always, as the demos do), so each run costs mostly compiling: ~1.5-6 min
+# apiece on one core of a 2-core machine with an empty cache, 1 min with a warm one.
+# Deselected by default (pyproject's addopts); CI runs them in a step of their own:
+# ``pytest -n 2 -m simulator_programs tests/test_programs.py``.
+ON_THE_SIMULATED_GPU = [
+    ("mnist", "mnist/main.py",
+     "--batch-size 32 --test-batch-size 32 --epochs 1 --log-interval 1"),
+    ("dcgan", "dcgan/main.py", "--dataset fake --workers 2 --batchSize 4 --nz 8 --ngf 4 "
+     "--ndf 4 --niter 1 --dry-run --manualSeed 1 --accel"),
+    ("vae", "vae/main.py", "--batch-size 32 --epochs 1"),
+    ("mnist_rnn", "mnist_rnn/main.py",
+     "--batch-size 32 --test-batch-size 32 --epochs 1 --log-interval 1 --accel"),
+    ("word_language_model_transformer", "word_language_model/main.py",
+     "--model Transformer --data data --emsize 16 --nhid 16 --epochs 1 --batch_size 4 "
+     "--bptt 8 --log-interval 1 --accel"),
+    ("word_language_model", "word_language_model/main.py",
+     "--data data --emsize 16 --nhid 16 --epochs 1 --batch_size 4 --bptt 8 --log-interval 1 "
+     "--accel"),
+    ("quickstart_tutorial", "tutorials/quickstart_tutorial.py", ""),
+    ("mnist_forward_forward", "mnist_forward_forward/main.py",
+     "--epochs 5 --train_size 64 --test_size 32 --log-interval 1"),
+]
+
+
+def run_lockstep(program, options, tmp_path, simulator=False):
+    """Both runs' losses ({"torch": [...], "minigpu": [...], "minigpu_devices": [...]}); fails
+    with the traceback of a run that raised. ``simulator``: minigpu has its cuda device, on
+    Numba's simulator (lockstep.py then lets PyTorch's run take the accelerator branch too)."""
     out = tmp_path / "losses.json"
     env = dict(os.environ, PYTHONPATH=ROOT, MPLBACKEND="Agg",
-               NUMBA_ENABLE_CUDASIM="0")
+               NUMBA_ENABLE_CUDASIM="1" if simulator else "0")
+    if simulator:
+        env["MINIGPU_SIM_FAST"] = "always"
     subprocess.run([sys.executable, os.path.join(PROGRAMS, "lockstep.py"), str(out),
                     os.path.join(PROGRAMS, program), *options.split()],
-                   env=env, cwd=tmp_path, check=True, stdout=subprocess.DEVNULL, timeout=600)
+                   env=env, cwd=tmp_path, check=True, stdout=subprocess.DEVNULL,
+                   timeout=1200 if simulator else 600)
     result = json.loads(out.read_text())
     if "error" in result:
         pytest.fail(result["error"], pytrace=False)
@@ -90,6 +121,16 @@ def assert_lockstep(result, compared=None):
     for name, program, options, marks in CORPUS])
 def test_program_matches_torch_step_by_step(name, program, options, tmp_path):
     assert_lockstep(run_lockstep(program, options, tmp_path), COMPARED.get(name))
+
+
+@pytest.mark.simulator_programs
+@pytest.mark.parametrize("name,program,options", [
+    pytest.param(*entry, id=entry[0]) for entry in ON_THE_SIMULATED_GPU])
+def test_program_on_the_simulated_gpu_matches_torch(name, program, options, tmp_path):
+    result = run_lockstep(program, options, tmp_path, simulator=True)
+    assert set(result["minigpu_devices"]) == {"cuda"}, \
+        f"the program's losses were on {sorted(set(result['minigpu_devices']))}, not cuda"
+    assert_lockstep(result, COMPARED.get(name))
 
 
 def test_the_harness_sees_a_difference(tmp_path):

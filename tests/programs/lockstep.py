@@ -19,10 +19,14 @@ What the harness makes equal, so that the two runs can be compared step by step:
   ``normal_`` / ``uniform_`` fills and ``nn.init``, the dropout and Dropout2d masks, a
   DataLoader's shuffle with PyTorch's seeding), and ``manual_seed`` seeds both generators. minigpu's own counter-based generator gives other numbers for the
   same seed; this is the one thing the harness replaces.
-* **Losses.** Every ``Tensor.backward()`` on a one-element tensor records its value.
+* **The accelerator.** Under ``NUMBA_ENABLE_CUDASIM=1`` minigpu has one (the simulated GPU) and
+  PyTorch's CPU build has none; so that both runs take the program's accelerator branch,
+  PyTorch's run is told it has one, which is its cpu.
+* **Losses.** Every ``Tensor.backward()`` on a one-element tensor records its value and the
+  device it is on (so that a test can tell a run on ``cuda`` from one that fell back to cpu).
 
-OUT.json gets ``{"torch": [...], "minigpu": [...]}`` (or an ``"error"`` with the traceback of a
-run that raised).
+OUT.json gets ``{"torch": [...], "minigpu": [...], "minigpu_devices": [...]}`` (or an
+``"error"`` with the traceback of a run that raised).
 """
 from __future__ import annotations
 
@@ -42,6 +46,7 @@ import numpy as np
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+SIMULATOR = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 
 
 class _TorchAlias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -64,7 +69,7 @@ class _Run:
 
     def __init__(self, name, weights_dir):
         self.name, self.weights_dir = name, weights_dir
-        self.losses, self.depth, self.built, self.roots = [], 0, [], 0
+        self.losses, self.devices, self.depth, self.built, self.roots = [], [], 0, [], 0
         self.undo = []
 
     # --- patching helpers -------------------------------------------------------------------
@@ -85,6 +90,7 @@ class _Run:
         def recording_backward(self, *args, **kwargs):
             if self.numel() == 1:
                 run.losses.append(float(self.detach().cpu().reshape(-1)[0].item()))
+                run.devices.append(self.device.type)
             return backward(self, *args, **kwargs)
 
         self.patch(tensor_cls, "backward", recording_backward)
@@ -244,8 +250,25 @@ def _torch_random_draws(run):
     run.patch(data.DataLoader, "_batches", batches)
 
 
+def _accelerator_is_the_cpu(run):
+    """PyTorch's run takes the program's accelerator branch too, on its cpu (the minigpu run
+    has one, the simulated GPU): the branch also sets DataLoader options (``shuffle``,
+    ``num_workers``) that change the batches."""
+    run.patch(torch.accelerator, "is_available", lambda: True)
+    run.patch(torch.accelerator, "current_accelerator",
+              lambda check_available=False: torch.device("cpu"))
+    run.patch(torch.accelerator, "device_count", lambda: 1)
+    loader_init = torch.utils.data.DataLoader.__init__
+
+    def unpinned_init(self, *args, pin_memory=False, **kwargs):  # nothing to pin to
+        loader_init(self, *args, **kwargs)
+
+    run.patch(torch.utils.data.DataLoader, "__init__", unpinned_init)
+
+
 def _run_program(name, program, argv, weights_dir):
-    """Run ``program`` under engine ``name``; its losses, or raises with its traceback."""
+    """Run ``program`` under engine ``name``; the run (its losses and their devices), or
+    raises with its traceback."""
     run = _Run(name, weights_dir)
     saved_modules = {k: v for k, v in sys.modules.items()
                      if k == "minigpu" or k.startswith("minigpu.")}
@@ -257,6 +280,8 @@ def _run_program(name, program, argv, weights_dir):
             sys.meta_path.insert(0, alias)
             run.record_losses(torch.Tensor)
             run.wrap_construction(torch.nn.Module)
+            if SIMULATOR:
+                _accelerator_is_the_cpu(run)
         else:
             import minigpu
             run.record_losses(minigpu.Tensor)
@@ -264,7 +289,7 @@ def _run_program(name, program, argv, weights_dir):
             _torch_random_draws(run)
         with tempfile.TemporaryDirectory() as cwd, _program_context(program, argv, cwd):
             runpy.run_path(program, run_name="__main__")
-        return run.losses
+        return run
     finally:
         run.restore()
         if alias in sys.meta_path:
@@ -310,7 +335,9 @@ def main():
         for name in ("torch", "minigpu"):
             torch.random.set_rng_state(start)
             try:
-                result[name] = _run_program(name, program, argv, weights)
+                run = _run_program(name, program, argv, weights)
+                result[name] = run.losses
+                result[f"{name}_devices"] = run.devices
             except BaseException:
                 result["error"] = f"{name} run: " + traceback.format_exc()
                 break
