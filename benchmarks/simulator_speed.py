@@ -11,8 +11,12 @@ compiling the kernels) and the best of the next ``--repeat`` calls. A plain Pyth
 the same arithmetic is measured for the small works, as a reference that moves with the
 machine's load.
 
+With ``--counters`` every call runs inside ``minigpu.cuda.counters()`` (the stock simulator has
+none): the time of measuring the work, and below each path what it counted (launches, global
+sectors, shared-memory wavefronts, barriers), which must be the same on every path.
+
     python benchmarks/simulator_speed.py [--cap 300] [--repeat 2] [--only matmul128 map1M ...]
-        [--paths stock checked fast cached numpy]
+        [--paths stock checked fast cached numpy] [--counters]
 """
 import argparse
 import json
@@ -134,13 +138,31 @@ def _python_loop(name):
     return None
 
 
-def child(path, name, repeat):
+def _counted(run, mg, counted):
+    """``run`` inside the counters; ``counted`` gets the last call's totals."""
+    from minigpu.simulator.counters import total
+
+    def counted_run():
+        with mg.cuda.counters() as launches:
+            run()
+        m = total(launches).metrics
+        counted["counted"] = (f"{len(launches)} launches, "
+                              f"{m['global_load_sectors'] + m['global_store_sectors']} sectors, "
+                              f"{m['shared_load_wavefronts'] + m['shared_store_wavefronts']} "
+                              f"wavefronts, {m['barriers']} barriers")
+    return counted_run
+
+
+def child(path, name, repeat, counting):
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
     if path == "stock":
         os.environ["MINIGPU_STOCK_SIMULATOR"] = "1"
     os.environ["MINIGPU_SIM_FAST"] = "always" if path in ("fast", "cached") else "0"
     import minigpu as mg
     run = _work(name, mg, "cpu" if path == "numpy" else "cuda")
+    counted = {}
+    if counting:
+        run = _counted(run, mg, counted)
     start = time.perf_counter()
     run()
     first = time.perf_counter() - start
@@ -156,7 +178,7 @@ def child(path, name, repeat):
         for kernel, counts in fast.STATS.items():
             for how, k in counts.items():
                 taken[f"{kernel.split('.')[0]}: {how}"] = k
-    print(json.dumps({"first": first, "best": best, "paths": taken}))
+    print(json.dumps({"first": first, "best": best, "paths": taken, **counted}))
 
 
 def main():
@@ -165,26 +187,31 @@ def main():
     p.add_argument("--repeat", type=int, default=2)
     p.add_argument("--only", nargs="*", default=WORKS, choices=WORKS)
     p.add_argument("--paths", nargs="*", default=PATHS, choices=PATHS)
+    p.add_argument("--counters", action="store_true",
+                   help="run every call under minigpu.cuda.counters()")
     p.add_argument("--child", nargs=2, metavar=("PATH", "WORK"), help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
-        return child(*args.child, args.repeat)
+        return child(*args.child, args.repeat, args.counters)
+    paths = [q for q in args.paths
+             if not (args.counters and q in ("stock", "numpy"))]   # nothing to count there
     print(f"cap {args.cap:.0f} s per (path, work); first call / best of {args.repeat} more, "
-          "seconds; 'x checked' = checked path's best / this path's best")
+          "seconds; 'x checked' = checked path's best / this path's best"
+          + ("; every call under minigpu.cuda.counters()" if args.counters else ""))
     for name in args.only:
         # "fast" compiles into an empty cache of this work's own; "cached" is the next process,
         # loading from it
         os.environ["MINIGPU_SIM_CACHE"] = tempfile.mkdtemp(prefix="minigpu-bench-cache-")
         loop = _python_loop(name)
         rows = {}
-        for path in args.paths:
+        for path in paths:
             if (path, name) in SLOW_SKIP:
                 rows[path] = "skipped (64x the 128^3 work)"
                 continue
             try:
                 out = subprocess.run(
                     [sys.executable, os.path.abspath(__file__), "--child", path, name,
-                     "--repeat", str(args.repeat)],
+                     "--repeat", str(args.repeat)] + (["--counters"] if args.counters else []),
                     capture_output=True, text=True, timeout=args.cap)
             except subprocess.TimeoutExpired:
                 rows[path] = f"> {args.cap:.0f} s (cap)"
@@ -207,6 +234,8 @@ def main():
             print(f"  {path:8s} first {r['first']:9.3f}  best {r['best']:9.3f}{ratio}{vs_loop}")
             for how, k in sorted(r["paths"].items()):
                 print(f"           {k:3d} x {how}")
+            if "counted" in r:
+                print(f"           counted: {r['counted']}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Simulator performance counters on kernels whose counts can be worked out by hand."""
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 from numba import cuda, float32, float64
 
 import minigpu
@@ -180,3 +181,50 @@ def test_no_observer_outside_the_block_and_no_nesting():
             with minigpu.cuda.counters():
                 pass
     assert memory.observers == []
+
+
+def _count_one_request_at_a_time(rows):
+    """The test oracle of ``counters._count``: the rules as plain loops over the log."""
+    C = sim_counters
+    seen, groups, atomics = {}, {}, 0
+    for site, kind, space, array, block, thread, offset, size in rows.tolist():
+        if space == C.LOCAL:
+            continue
+        atomics += kind == C.ATOMIC
+        k = (block, thread, site, kind, array)
+        n = seen[k] = seen.get(k, -1) + 1
+        groups.setdefault((space, kind, block, thread // 32, site, array, n),
+                          []).append((offset, size))
+    counts = dict.fromkeys(C.COUNTS, 0)
+    counts["atomics"] = atomics
+    requested, lanes = {"load": 0, "store": 0}, 0
+    for (space, kind, *_), accs in groups.items():
+        lanes += len(accs)
+        if kind == C.ATOMIC:
+            continue
+        op = "load" if kind == C.LOAD else "store"
+        if space == C.GLOBAL:
+            counts[f"global_{op}_requests"] += 1
+            counts[f"global_{op}_sectors"] += len({s for off, size in accs for s in
+                                                   range(off // 32, (off + size - 1) // 32 + 1)})
+            requested[op] += sum(size for _, size in set(accs))
+        else:
+            counts[f"shared_{op}_requests"] += 1
+            words = {w for off, size in accs for w in range(off // 4, (off + size - 1) // 4 + 1)}
+            banks = [w % 32 for w in words]
+            counts[f"shared_{op}_wavefronts"] += max(banks.count(b) for b in set(banks))
+    return counts, (requested["load"], requested["store"], lanes, len(groups))
+
+
+@given(st.lists(st.tuples(st.integers(0, 2), st.sampled_from([0, 1, 2]),
+                          st.sampled_from([0, 1, 2]), st.integers(0, 1), st.integers(0, 1),
+                          st.integers(0, 69), st.integers(0, 300), st.sampled_from([1, 2, 4, 8])),
+                min_size=0, max_size=120))
+@settings(max_examples=150, deadline=None)
+def test_counting_the_log_matches_counting_one_request_at_a_time(accesses):
+    """``_count`` groups a launch's log with sorts (a compiled launch's log has millions of
+    rows); it must give what the rules, applied request by request, give."""
+    rows = np.array([(site, kind, space, array, block, thread, offset * size // 2, size)
+                     for site, kind, space, array, block, thread, offset, size in accesses],
+                    np.int64).reshape(-1, 8)
+    assert sim_counters._count(rows) == _count_one_request_at_a_time(rows)

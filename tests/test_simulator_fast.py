@@ -9,6 +9,7 @@ import pytest
 from numba import cuda, float32
 
 from minigpu.simulator import config, fast, rules
+from minigpu.simulator.counters import counters
 from minigpu.simulator.errors import OutOfBoundsError, RaceError, UninitializedReadError
 
 pytestmark = pytest.mark.skipif(not cuda.config.ENABLE_CUDASIM, reason="simulator only")
@@ -261,6 +262,55 @@ def test_bugs_fall_back_to_the_checked_verdict(compiled, kernel, launch, error):
     assert any(k.startswith("fallback") for k in compiled[name]), dict(compiled[name])
 
 
+@cuda.jit
+def strided_sums(x, out):
+    """Each of 32 threads sums a strided column of x (2,100 loads apiece: a long log), then
+    one atomic and one store per thread, reading shared memory once without and once with a
+    two-way bank conflict (even words of 64: two per even bank); two blocks."""
+    s = cuda.shared.array(64, float32)
+    t = cuda.threadIdx.x
+    acc = float32(0)
+    for k in range(t, x.size, 32):
+        acc += x[k]
+    s[t] = acc
+    s[32 + t] = -acc
+    cuda.syncthreads()
+    cuda.atomic.add(out, 0, s[31 - t])
+    out[1 + cuda.blockIdx.x * 32 + t] = s[(t * 2) % 64]
+
+
+def test_counters_count_the_same_on_both_paths(compiled, monkeypatch):
+    """Under the counters a launch still takes the compiled path, and counts what the checked
+    path counts: here 134,400 global loads (more than the log's first 65,536 rows, so the
+    launch runs again with room), a shared-memory bank conflict, atomics, barriers."""
+    x = np.random.default_rng(5).standard_normal(32 * 2100).astype(np.float32)
+    runs = {}
+    for mode in ("always", "0"):
+        monkeypatch.setattr(config, "FAST", mode)
+        out = np.zeros(65, np.float32)
+        with counters() as launches:
+            strided_sums[2, 32](x, out)
+        runs[mode] = (out, launches[0].metrics)
+    assert compiled["strided_sums"]["fast"] == 1
+    np.testing.assert_allclose(runs["always"][0], runs["0"][0], rtol=1e-5)
+    got, want = runs["always"][1], runs["0"][1]
+    assert got == want
+    assert want["global_load_requests"] == 2 * 2100 and want["atomics"] == 64
+    assert want["barriers"] == 2 and want["shared_load_wavefronts"] == 2 * (1 + 2)
+
+
+def test_a_trace_keeps_launches_on_the_checked_path(compiled):
+    """A trace records every touch with its thread: the compiled path does not log that,
+    so while one is on, launches take the checked path."""
+    from minigpu.simulator.trace import trace
+    x = np.arange(TILE, dtype=np.float32)
+    out = np.zeros_like(x)
+    with trace() as tr:
+        add_one[1, TILE](x, out)
+    assert tr.launches and any(k.startswith("checked: an observer") for k in compiled["add_one"])
+    np.testing.assert_array_equal(out, x + 1)
+
+
 def test_auto_keeps_cheap_launches_on_the_checked_path(monkeypatch):
     """``auto`` compiles only once a kernel's checked launches cost about a compile: the
     suite's small launches never pay for one."""
@@ -289,19 +339,24 @@ def _lesson_experiments():
 def test_every_lesson_variant_runs_compiled_with_the_checked_paths_result(experiment,
                                                                          monkeypatch):
     """The differential test: each variant of each lesson (the course's kernels, ending in the
-    engine's production kernels) runs on the checked path, then compiled; the results agree
-    (to the lesson's tolerance: ``math.exp`` and friends may differ in the last ulp) and
-    every launch of the compiled run took the compiled path."""
+    engine's production kernels) runs on the checked path, then compiled, both under the
+    performance counters; the results agree (to the lesson's tolerance: ``math.exp`` and
+    friends may differ in the last ulp), so do the counters of every launch, and every launch
+    of the compiled run took the compiled path."""
     from minigpu.lessons.record import Inputs
     from minigpu.tools.bench import _host
     for variant in experiment.runnable(small=True):
         monkeypatch.setattr(config, "FAST", "0")
-        want = _host(variant.run(experiment.build(Inputs(small=True))))
+        with counters() as checked:
+            want = _host(variant.run(experiment.build(Inputs(small=True))))
         monkeypatch.setattr(config, "FAST", "always")
         fast.STATS.clear()
-        got = _host(variant.run(experiment.build(Inputs(small=True))))
+        with counters() as compiled:
+            got = _host(variant.run(experiment.build(Inputs(small=True))))
         if want is not None:
             np.testing.assert_allclose(got, want, **experiment.tol, err_msg=variant.name)
+        assert checked and [(k.name, k.metrics) for k in compiled] == \
+            [(k.name, k.metrics) for k in checked], variant.name
         paths = {name: set(c) - {"checked"} for name, c in fast.STATS.items()}
         assert paths, variant.name
         if variant.name in FLOAT16:

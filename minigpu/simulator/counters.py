@@ -39,15 +39,19 @@ sector_efficiency
 h200_time_us_estimate
     A lower bound, an estimate: bytes moved / the H200's 4.8 TB/s DRAM bandwidth.
 
-Counting needs the simulator's array proxies (on by default; with ``MINIGPU_SIM_CHECKS=0`` the
-proxies are still made while a ``counters()`` block is active). Local arrays are not counted
-(registers, usually).
+Both paths of the simulator count, with one function (:func:`_count`), so their numbers are
+the same: ``fast.py``'s compiled path writes a log of its accesses, the checked path's array
+proxies report each one (they are on by default; with ``MINIGPU_SIM_CHECKS=0`` they are still
+made while a ``counters()`` block is active). Local arrays are not counted (registers,
+usually).
 """
 from __future__ import annotations
 
 import contextlib
 import threading
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from . import memory
 
@@ -139,12 +143,27 @@ def table(entries, width=22):
     return "\n".join([line(header), "-" * len(line(header))] + [line(r) for r in body])
 
 
-class _Recorder:
-    """The observer: collects one launch's accesses, turns them into metrics at its end."""
+# One row of a launch's access log, as both paths give it: the checked interpreter's
+# :class:`~.memory.Access` records (converted by :meth:`Recorder.end`) and the compiled path's
+# log (written by ``fastmem.py``). ``site`` and ``array`` are any integers that tell sites and
+# arrays apart within the launch; ``block`` and ``thread`` are linear indices.
+SITE, KIND, SPACE, ARRAY, BLOCK, THREAD, OFFSET, ITEMSIZE = range(8)
+LOAD, STORE, ATOMIC = 0, 1, 2
+GLOBAL, SHARED, LOCAL = 0, 1, 2
+_KINDS = {"load": LOAD, "store": STORE, "atomic": ATOMIC}
+_SPACES = {"global": GLOBAL, "shared": SHARED, "local": LOCAL}
+
+
+class Recorder:
+    """The observer: collects one launch's accesses, turns them into metrics at its end.
+
+    The checked path calls it once per access (an :class:`~.memory.Access`) and once per
+    completed barrier; the compiled path hands over the whole launch's log at once
+    (:meth:`log`)."""
 
     def __init__(self, out):
         self.out = out
-        self.accesses = []
+        self.accesses, self.logs = [], []
         self.barriers = 0
         self.dims = None
 
@@ -152,68 +171,120 @@ class _Recorder:
         self.accesses.append(access)
 
     def launch(self, name, grid, block):
-        self.accesses, self.barriers, self.dims = [], 0, (name, tuple(grid), tuple(block))
+        self.accesses, self.logs, self.barriers = [], [], 0
+        self.dims = (name, tuple(grid), tuple(block))
 
     def barrier(self):
         self.barriers += 1
 
+    def log(self, rows, barriers):
+        """A compiled launch's access log (an int64 array, one row per access) and its
+        completed barriers."""
+        self.logs.append(rows)
+        self.barriers += barriers
+
     def end(self):
         name, grid, block = self.dims
-        counts, raw = _count(self.accesses, block)
+        rows = np.concatenate([_rows(self.accesses, grid, block)] + self.logs)
+        counts, raw = _count(rows)
         counts["barriers"] = self.barriers
         self.out.append(KernelCounters(name, grid, block, derive(counts, *raw)))
-        self.accesses, self.dims = [], None
+        self.accesses, self.logs, self.dims = [], [], None
 
 
-def _count(accesses, block):
-    bx, by, _ = block
-    seen = {}       # (block, thread, site, kind, array) -> occurrences so far
-    groups = {}     # request key -> [(offset, itemsize), ...] one per active lane
-    atomics = 0
-    for a in accesses:
-        if a.space == "local":
-            continue
-        if a.kind == "atomic":
-            atomics += 1
+def _rows(accesses, grid, block):
+    """The checked path's :class:`~.memory.Access` records as log rows."""
+    sites = {}
+    rows = np.empty((len(accesses), 8), np.int64)
+    for r, a in zip(rows, accesses):
         x, y, z = a.thread
-        tid = x + bx * (y + by * z)
-        k = (a.block, tid, a.site, a.kind, a.array_id)
-        n = seen.get(k, 0)
-        seen[k] = n + 1
-        groups.setdefault((a.space, a.kind, a.block, tid // WARP, a.site, a.array_id, n),
-                          []).append((a.offset, a.itemsize))
+        bx, by, bz = a.block
+        r[:] = (sites.setdefault(a.site, len(sites)), _KINDS[a.kind], _SPACES[a.space],
+                a.array_id, bx + grid[0] * (by + grid[1] * bz),
+                x + block[0] * (y + block[1] * z), a.offset, a.itemsize)
+    return rows
+
+
+def _codes(*columns):
+    """One integer per row, equal exactly where the rows are equal in every column (the
+    columns packed in mixed radix; a column or a partial code too wide is first renumbered
+    densely), so that grouping rows is sorting one integer array."""
+    code, scale = np.zeros(len(columns[0]), np.int64), 1
+    for col in columns:
+        lo, span = (int(col.min()), int(col.max()) - int(col.min()) + 1) if len(col) else (0, 1)
+        if span > 1 << 24:
+            col = np.unique(col, return_inverse=True)[1].reshape(-1)
+            lo, span = 0, int(col.max()) + 1
+        if scale * span >= 1 << 62:
+            code = np.unique(code, return_inverse=True)[1].reshape(-1)
+            scale = int(code.max()) + 1
+        code += (col - lo) * scale
+        scale *= span
+    return code
+
+
+def _count(rows):
+    """Metrics of one launch from its log rows (see the module docstring for the rules).
+
+    Each access is numbered by its dynamic occurrence (the k-th time its thread made it at
+    that site, of that kind, on that array); a request is the accesses of one warp with the
+    same space, kind, block, site, array and occurrence."""
+    rows = rows[rows[:, SPACE] != LOCAL]
+    n = len(rows)
     counts = dict.fromkeys(COUNTS, 0)
-    counts["atomics"] = atomics
-    requested = {"load": 0, "store": 0}
-    lanes = 0
-    for (space, kind, *_), accs in groups.items():
-        lanes += len(accs)
-        if kind == "atomic":
-            continue
-        op = "load" if kind == "load" else "store"
-        if space == "global":
-            counts[f"global_{op}_requests"] += 1
-            sectors, bytes_ = set(), set()
-            for off, size in accs:
-                sectors.update(range(off // SECTOR, (off + size - 1) // SECTOR + 1))
-                bytes_.add((off, size))
-            counts[f"global_{op}_sectors"] += len(sectors)
-            requested[op] += sum(size for _, size in bytes_)
-        else:
-            counts[f"shared_{op}_requests"] += 1
-            counts[f"shared_{op}_wavefronts"] += wavefronts(accs)
-    return counts, (requested["load"], requested["store"], lanes, len(groups))
+    counts["atomics"] = int((rows[:, KIND] == ATOMIC).sum())
+    if n == 0:
+        return counts, (0, 0, 0, 0)
+    space, kind, site, array = rows[:, SPACE], rows[:, KIND], rows[:, SITE], rows[:, ARRAY]
+    per_thread = _codes(rows[:, BLOCK], rows[:, THREAD], site, kind, array)
+    order = np.argsort(per_thread, kind="stable")   # a thread's accesses stay in their order
+    ordered = per_thread[order]
+    new = np.ones(n, bool)
+    new[1:] = ordered[1:] != ordered[:-1]
+    occurrence = np.empty(n, np.int64)
+    occurrence[order] = np.arange(n) - np.maximum.accumulate(np.where(new, np.arange(n), 0))
+    requests, request = np.unique(
+        _codes(space, kind, rows[:, BLOCK], rows[:, THREAD] // WARP, site, array, occurrence),
+        return_inverse=True)
+    request = request.reshape(-1)
+    offset, size = rows[:, OFFSET], rows[:, ITEMSIZE]
+    requested = {}
+    for op, code in (("load", LOAD), ("store", STORE)):
+        for where, code_space in (("global", GLOBAL), ("shared", SHARED)):
+            mine = (space == code_space) & (kind == code)
+            counts[f"{where}_{op}_requests"] = len(np.unique(request[mine]))
+        mine = np.flatnonzero((space == GLOBAL) & (kind == code))
+        counts[f"global_{op}_sectors"] = len(_distinct_units(request[mine], offset[mine],
+                                                             size[mine], SECTOR)[0])
+        _, first = np.unique(_codes(request[mine], offset[mine], size[mine]), return_index=True)
+        requested[op] = int(size[mine][first].sum())
+        mine = np.flatnonzero((space == SHARED) & (kind == code))
+        counts[f"shared_{op}_wavefronts"] = _wavefronts(request[mine], offset[mine], size[mine])
+    return counts, (requested["load"], requested["store"], n, len(requests))
 
 
-def wavefronts(accs):
-    """Wavefronts of one shared request: the most distinct words any one bank must serve."""
-    words = set()
-    for off, size in accs:
-        words.update(range(off // 4, (off + size - 1) // 4 + 1))
-    per_bank = {}
-    for w in words:
-        per_bank[w % BANKS] = per_bank.get(w % BANKS, 0) + 1
-    return max(per_bank.values())
+def _distinct_units(request, offset, size, unit):
+    """The distinct (request, unit) pairs the accesses touch (``unit``-byte segments), as two
+    arrays."""
+    first, last = offset // unit, (offset + size - 1) // unit
+    pairs = [(request[m], first[m] + k) for k in range(int((last - first).max(initial=0)) + 1)
+             for m in [first + k <= last]]
+    request, units = (np.concatenate(c) for c in zip(*pairs)) if pairs else (first, first)
+    _, at = np.unique(_codes(request, units), return_index=True) if len(units) else (0, units)
+    return request[at], units[at]
+
+
+def _wavefronts(request, offset, size):
+    """Summed over shared requests: the most distinct 4-byte words any one bank must serve
+    (lanes on one word share it)."""
+    request, words = _distinct_units(request, offset, size, 4)
+    if len(words) == 0:
+        return 0
+    _, at, per_bank = np.unique(_codes(request, words % BANKS), return_index=True,
+                                return_counts=True)
+    most = np.zeros(int(request.max()) + 1, np.int64)
+    np.maximum.at(most, request[at], per_bank)
+    return int(most.sum())
 
 
 _lock = threading.Lock()
@@ -225,9 +296,9 @@ def counters():
     appended to ``launches`` (a :class:`Counters` list of :class:`KernelCounters`). Only one
     ``counters()`` block can be active at a time (nesting raises ``RuntimeError``)."""
     out = Counters()
-    rec = _Recorder(out)
+    rec = Recorder(out)
     with _lock:
-        if any(isinstance(o, _Recorder) for o in memory.observers):
+        if any(isinstance(o, Recorder) for o in memory.observers):
             raise RuntimeError("counters() blocks cannot be nested")
         memory.observers.append(rec)
     try:

@@ -26,8 +26,10 @@ outside an array, a load of never-written memory, a conflict, a zero divisor, a 
 barrier) or the compiled code raises, the arrays are restored from a snapshot and the launch
 runs again on the checked path, which gives the verdict and the message. Kernels it cannot
 compile (warp intrinsics, grid sync, dynamic shared memory, slices, ``print``, anything the
-rewrite does not know) always take the checked path; so do launches while performance
-counters or traces observe memory. :data:`STATS` records which launches took which path.
+rewrite does not know) always take the checked path; so do launches while a trace observes
+memory. Under the performance counters every access also writes a row of the launch's log,
+which ``counters.py`` counts as it counts the checked path's. :data:`STATS` records which
+launches took which path.
 """
 from __future__ import annotations
 
@@ -45,9 +47,10 @@ from numba.core import config as numba_config
 from numba.core.errors import NumbaError
 from numba.core.registry import cpu_target
 
-from . import config, fastcache, fastmem, ieee, memory, rules
+from . import config, counters, fastcache, fastmem, ieee, memory, rules
+from .counters import GLOBAL, LOCAL, SHARED
 from .fastmem import (BDX, BDY, BDZ, BLOCK, BX, BY, BZ, DIVERGENT, EPOCH, GDX, GDY, GDZ,
-                      LOCAL, NTHREADS, SHARED, THREAD, TX, TY, TZ)
+                      NTHREADS, THREAD, TX, TY, TZ)
 
 AUTO_SECONDS = 30.0
 """``auto`` compiles a kernel once its checked launches (spent and predicted) reach this: about
@@ -122,6 +125,12 @@ class Rewrite(ast.NodeTransformer):
         self.shared, self.local = {}, {}   # name -> (shape, dtype)
         self.temps = itertools.count()
 
+    def _access(self, name, node, args):
+        """The call of an access stand-in: its arguments, the thread context and flags, and
+        the access's site for the counters (:meth:`KernelCompiler.site`)."""
+        return _call(name, args + [ast.Name("__c", ast.Load()), ast.Name("__F", ast.Load()),
+                                   ast.Constant(self.compiler.site(node))])
+
     # --- expressions
     def visit_Attribute(self, node):
         path = _cuda_path(node, self.ns)
@@ -188,7 +197,7 @@ class Rewrite(ast.NodeTransformer):
                 args = [args[0], ast.Constant(0)] + args[1:]
             args[1] = _index(args[1])
             name = "__atomic_cas" if op == "cas" else f"__atomic_{op}"
-            return _call(name, args + [ast.Name("__c", ast.Load()), ast.Name("__F", ast.Load())])
+            return self._access(name, node, args)
         if path == ["const", "array_like"]:
             return args[0]
         if len(path) == 1 and path[0] in fastmem.SHUFFLES and len(args) == 3:
@@ -212,8 +221,7 @@ class Rewrite(ast.NodeTransformer):
         if isinstance(value, ast.Call):   # x.shape[0]: a tuple of a call
             node.value, node.slice = value, self.visit(node.slice)
             return node
-        return _call("__load", [value, _index(self.visit(node.slice)),
-                                ast.Name("__c", ast.Load()), ast.Name("__F", ast.Load())])
+        return self._access("__load", node, [value, _index(self.visit(node.slice))])
 
     # --- statements
     def visit_Assign(self, node):
@@ -223,10 +231,8 @@ class Rewrite(ast.NodeTransformer):
                 return self._allocate(node.targets[0].id, space, node.value)
         if len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript):
             t = node.targets[0]
-            return ast.Expr(_call("__store", [self.visit(t.value), _index(self.visit(t.slice)),
-                                              self.visit(node.value),
-                                              ast.Name("__c", ast.Load()),
-                                              ast.Name("__F", ast.Load())]))
+            return ast.Expr(self._access("__store", t, [
+                self.visit(t.value), _index(self.visit(t.slice)), self.visit(node.value)]))
         if len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple) and all(
                 isinstance(e, (ast.Name, ast.Subscript)) for e in node.targets[0].elts):
             return self._unpack(node.targets[0].elts, node.value)
@@ -259,10 +265,8 @@ class Rewrite(ast.NodeTransformer):
             if isinstance(t, ast.Name):
                 out.append(ast.Assign([t], v))
             else:
-                out.append(ast.Expr(_call("__store", [self.visit(t.value),
-                                                      _index(self.visit(t.slice)), v,
-                                                      ast.Name("__c", ast.Load()),
-                                                      ast.Name("__F", ast.Load())])))
+                out.append(ast.Expr(self._access("__store", t, [
+                    self.visit(t.value), _index(self.visit(t.slice)), v])))
         return out
 
     def visit_AugAssign(self, node):
@@ -277,16 +281,13 @@ class Rewrite(ast.NodeTransformer):
         temp = f"__ix{next(self.temps)}"
         index = ast.Assign([ast.Name(temp, ast.Store())], _index(self.visit(t.slice)))
         base = self.visit(t.value)
-        old = _call("__load", [base, ast.Name(temp, ast.Load()), ast.Name("__c", ast.Load()),
-                               ast.Name("__F", ast.Load())])
+        old = self._access("__load", t, [base, ast.Name(temp, ast.Load())])
         right = self.visit(node.value)
         if op in fastmem.DIVISIONS:
             new = _call(f"__{op}", [old, right, ast.Name("__F", ast.Load())])
         else:
             new = ast.BinOp(old, node.op, right)
-        store = ast.Expr(_call("__store", [base, ast.Name(temp, ast.Load()), new,
-                                           ast.Name("__c", ast.Load()),
-                                           ast.Name("__F", ast.Load())]))
+        store = ast.Expr(self._access("__store", t, [base, ast.Name(temp, ast.Load()), new]))
         return [index, store]
 
     def visit_While(self, node):
@@ -370,12 +371,19 @@ def _namespace(fn):
 
 
 def _function_def(fn):
-    func = copy.deepcopy(rules.function_ast(fn.__code__))   # the cached tree stays as it is
-    if isinstance(func, ast.Lambda):   # a device function of the op table
+    """``fn``'s definition, its nodes at their lines in its file (``lineno``) and tagged with
+    the file (``minigpu_file``): an access's site, as the checked path sees it."""
+    code = fn.__code__
+    func = copy.deepcopy(rules.function_ast(code))   # the cached tree stays as it is
+    if isinstance(func, ast.Lambda):   # a device function of the op table: lines of its file
         lam, func = func, ast.parse("def __lambda(): pass").body[0]
         func.args, func.body = lam.args, [ast.Return(lam.body)]
-    if not isinstance(func, ast.FunctionDef):
+    elif isinstance(func, ast.FunctionDef):   # lines of its source, from its first
+        ast.increment_lineno(func, code.co_firstlineno - 1)
+    else:
         raise Ineligible("no source")
+    for node in ast.walk(func):
+        node.minigpu_file = code.co_filename
     a = func.args
     if a.vararg or a.kwarg or a.kwonlyargs or a.defaults or a.posonlyargs:
         raise Ineligible("a signature with defaults, * or **")
@@ -759,19 +767,21 @@ class Compiled:
         # that live across a barrier
         self.shared, self.local, self.carried = shared, local, carried
 
-    def run(self, values, order, dims):
-        """Run the launch; the suspect's number (:data:`.fastmem.SUSPECTS`), 0 if none."""
+    def run(self, values, order, dims, log=fastmem.NO_LOG):
+        """Run the launch; its flags (:data:`.fastmem.SUSPECT`: the suspect's number in
+        :data:`.fastmem.SUSPECTS`, 0 if none; the accesses logged into ``log``, the barriers
+        completed)."""
         nt = int(dims[0] * dims[1] * dims[2])
-        extra = [fastmem.make_buf(np.empty(shape, dt), SHARED)
-                 for shape, dt in self.shared.values()]
-        extra += [fastmem.make_buf(np.empty((nt,) + shape, dt), LOCAL)
+        extra = [fastmem.make_buf(np.empty(shape, dt), SHARED, log, -1 - k)
+                 for k, (shape, dt) in enumerate(self.shared.values())]
+        extra += [fastmem.make_buf(np.empty((nt,) + shape, dt), LOCAL, log)
                   for shape, dt in self.local.values()]
         extra += [np.zeros(nt, dt) for dt in self.carried.values()]
-        flag = np.zeros(1, np.int64)
-        self.driver(*values, order, dims, flag, *extra, np.zeros(16, np.int64),
+        flags = np.zeros(3, np.int64)
+        self.driver(*values, order, dims, flags, *extra, np.zeros(16, np.int64),
                     np.ones(nt, np.bool_), np.ones(nt, np.bool_),
                     np.zeros((max(2 * self.branches, 1), nt), np.bool_))
-        return int(flag[0])
+        return flags
 
 
 class KernelCompiler:
@@ -782,7 +792,13 @@ class KernelCompiler:
         self.ns = {**_namespace(fn), **_HELPERS}
         self.devices = {}
         self.sources = []   # what was compiled, for ``source()`` and the cache key
+        self.files = {}     # file -> its number in the sites (:meth:`site`)
         self.fingerprints = []   # the globals each source reads (:func:`.fastcache.fingerprint`)
+
+    def site(self, node):
+        """The site of the access ``node``: its file's number and its line, one integer."""
+        number = self.files.setdefault(getattr(node, "minigpu_file", None), len(self.files))
+        return number << 32 | node.lineno
 
     def device(self, kernel):
         """The name of ``kernel`` (a device function) compiled with hidden ``(__c, __F)``."""
@@ -892,7 +908,7 @@ class KernelCompiler:
                + _indent("\n".join(ast.unparse(s) for s in whole)) + "\n    return\n")
         ns = {**self.ns, "__BARRIER": _barrier}
         exec(compile(src, "<minigpu.fast typing>", "exec"), ns)
-        samples = [np.zeros(16, np.int64), np.zeros(1, np.int64), 0] + list(args)
+        samples = [np.zeros(16, np.int64), np.zeros(3, np.int64), 0] + list(args)
         for n in sorted(rw.shared):
             samples.append(fastmem.make_buf(np.zeros(rw.shared[n][0], rw.shared[n][1]), SHARED))
         for n in sorted(rw.local):
@@ -1041,7 +1057,7 @@ def _driver_source(params, plan, units, extra, rw, carried):
             elif item[0] == "barrier":
                 out += [f"{pad}if not __active.all() and __active.any():",
                         f"{pad}    __F[0] = {DIVERGENT}", f"{pad}    return",
-                        f"{pad}__c[{EPOCH}] += 1"]
+                        f"{pad}__c[{EPOCH}] += 1", f"{pad}__F[{fastmem.BARRIERS}] += 1"]
             elif item[0] == "for":
                 k, code = uniform(ind, next(counter), 3)
                 out += code
@@ -1123,7 +1139,11 @@ def try_launch(kernel, name, fake_args, grid_dim, block_dim, points):
     """Run the launch on the compiled path if it applies. True: done (no suspect); False:
     the caller runs the checked path (the arrays are as they were)."""
     mode = config.FAST
-    if mode == "0" or memory.observers or numba_config.DISABLE_JIT:  # nothing can compile then
+    if mode == "0" or numba_config.DISABLE_JIT:  # nothing can compile then
+        return False
+    counting = bool(memory.observers)
+    if not all(isinstance(o, counters.Recorder) for o in memory.observers):
+        STATS[name]["checked: an observer other than the counters (a trace) watches memory"] += 1
         return False
     sig = _signature(fake_args)
     stats = STATS[name]
@@ -1147,26 +1167,37 @@ def try_launch(kernel, name, fake_args, grid_dim, block_dim, points):
     if isinstance(driver, str):
         stats[driver] += 1
         return False
-    bufs, values, snapshot = {}, [], []
+    views, slots, snapshot = {}, [], []   # slots: each argument, or the key of its view
     arrays = [d for d in map(_data, fake_args) if d is not None]
     for a in fake_args:
         d = _data(a)
         if d is None:
-            values.append(a)
+            slots.append((None, a))
             continue
         k = _identity(d)
-        if k not in bufs:
+        if k not in views:
             if any(b is not d and np.may_share_memory(b, d) and _identity(b) != k
                    for b in arrays):
                 stats["checked: arguments overlap"] += 1
                 return False
-            bufs[k] = fastmem.make_buf(d)
+            views[k] = (d, getattr(a, "root", k[0]))   # root: where its allocation starts
             snapshot.append((d, d.copy()))
-        values.append(bufs[k])
+        slots.append((k, None))
     order = np.array(points, np.int64).reshape(len(points), 3)
     dims = np.array(list(block_dim) + list(grid_dim), np.int64)
+    rows = 1 << 16 if counting else 0
     try:
-        reason = fastmem.SUSPECTS.get(driver.run(values, order, dims))
+        while True:
+            log = np.empty((rows, 8), np.int64) if counting else fastmem.NO_LOG
+            bufs = {k: fastmem.make_buf(d, GLOBAL, log, root, k[0] - root)
+                    for k, (d, root) in views.items()}
+            flags = driver.run([bufs[k] if k else a for k, a in slots], order, dims, log)
+            if flags[fastmem.LOGGED] <= rows:
+                break
+            rows = int(flags[fastmem.LOGGED])   # the log was too short: again, with room
+            for a, saved in snapshot:
+                a[...] = saved
+        reason = fastmem.SUSPECTS.get(int(flags[fastmem.SUSPECT]))
         if not driver.remembered:
             fastcache.remember(driver.key, driver.carried, kernel, sig)
             driver.remembered = True
@@ -1179,6 +1210,10 @@ def try_launch(kernel, name, fake_args, grid_dim, block_dim, points):
         reason = f"{type(exc).__name__}: {exc}"
     if reason is None:
         stats["fast"] += 1
+        for recorder in memory.observers:
+            recorder.launch(name, grid_dim, block_dim)
+            recorder.log(log[:flags[fastmem.LOGGED]], int(flags[fastmem.BARRIERS]))
+            recorder.end()
         return True
     for a, saved in snapshot:
         a[...] = saved

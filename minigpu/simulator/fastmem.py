@@ -33,6 +33,7 @@ from numba import njit, types
 from numba.core import cgutils, ir, ir_utils
 from numba.extending import intrinsic, overload
 
+from .counters import ATOMIC, GLOBAL, LOAD, LOCAL, STORE
 from .memory import poison_of
 
 SUSPECTS = {1: "an index outside the array", 2: "a load of never-written memory",
@@ -42,14 +43,21 @@ SUSPECTS = {1: "an index outside the array", 2: "a load of never-written memory"
 OUTSIDE, POISON, CONFLICT, DIVIDE, DIVERGENT, RUNAWAY = 1, 2, 3, 4, 5, 6
 MANY = -1           # more than one reader (``rt``), or readers of several blocks (``rb``)
 ATOMIC_MIXED = -(2 ** 62)  # ``wt`` of an element updated atomically by several blocks
-GLOBAL, SHARED, LOCAL = 0, 1, 2
 _INLINE = {"forceinline": True}
 
 # the thread context ``c`` every compiled function receives
 (TX, TY, TZ, BX, BY, BZ, BDX, BDY, BDZ, GDX, GDY, GDZ, THREAD, EPOCH, NTHREADS, BLOCK) = range(16)
 
-Buf = namedtuple("Buf", "data bits pois wt we rt re rb meta")
-"""An array as compiled code sees it. ``meta``: [poison recognisable (0/1), space]."""
+Buf = namedtuple("Buf", "data bits pois wt we rt re rb meta log")
+"""An array as compiled code sees it. ``meta``: [poison recognisable (0/1), space, the array's
+id for the counters, the byte offset of its first element from its allocation's]. ``log``: the
+launch's access log while performance counters are on (every Buf of a launch shares it; no
+rows: off)."""
+
+NO_LOG = np.zeros((0, 8), np.int64)
+"""The log of a launch nobody counts."""
+# F, the launch's flags: [suspect, accesses logged, barriers completed]
+SUSPECT, LOGGED, BARRIERS = 0, 1, 2
 
 
 def _bits_of(data):
@@ -59,13 +67,14 @@ def _bits_of(data):
     return np.zeros(data.shape, np.uint8), np.zeros(1, np.uint8), 0
 
 
-def make_buf(data, space=GLOBAL):
-    """The :class:`Buf` of a NumPy array (fresh, empty shadows)."""
+def make_buf(data, space=GLOBAL, log=NO_LOG, array_id=0, base=0):
+    """The :class:`Buf` of a NumPy array (fresh, empty shadows); ``log``, ``array_id`` and
+    ``base`` (bytes from the start of its allocation) for the counters."""
     bits, pois, recognisable = _bits_of(data)
     shape = data.shape
     return Buf(data, bits, pois, np.zeros(shape, np.int64), np.zeros(shape, np.int32),
                np.zeros(shape, np.int64), np.zeros(shape, np.int32), np.zeros(shape, np.int32),
-               np.array([recognisable, space], np.int64))
+               np.array([recognisable, space, array_id, base], np.int64), log)
 
 
 @njit(cache=False)
@@ -106,7 +115,7 @@ def _borrow_ov(x):
     if _is_buf(x):
         return lambda x: Buf(borrowed(x.data), borrowed(x.bits), borrowed(x.pois),
                              borrowed(x.wt), borrowed(x.we), borrowed(x.rt), borrowed(x.re),
-                             borrowed(x.rb), borrowed(x.meta))
+                             borrowed(x.rb), borrowed(x.meta), borrowed(x.log))
     if isinstance(x, types.Array):
         return lambda x: borrowed(x)
     if isinstance(x, types.BaseTuple):
@@ -142,7 +151,8 @@ def local_row(s, t, reset):
     the kernel allocates it there)."""
     if reset and s.meta[0]:
         s.bits[t].fill(s.pois[0])
-    return Buf(s.data[t], s.bits[t], s.pois, s.wt[t], s.we[t], s.rt[t], s.re[t], s.rb[t], s.meta)
+    return Buf(s.data[t], s.bits[t], s.pois, s.wt[t], s.we[t], s.rt[t], s.re[t], s.rb[t], s.meta,
+               s.log)
 
 
 # ----------------------------------------------------------------------------- shadows
@@ -211,20 +221,34 @@ def observe_atomic(x, p, c, F):
     x.we[p] = c[EPOCH]
 
 
+@njit(cache=False, forceinline=True)
+def log_access(x, site, kind, offset, c, F):
+    """Counters on: the access as one row of the launch's log (``counters.py``'s columns). A
+    full log counts the rows it could not take; the launch then runs again with room."""
+    n = F[LOGGED]
+    F[LOGGED] = n + 1
+    if n < x.log.shape[0]:
+        row = x.log[n]
+        row[0], row[1], row[2], row[3] = site, kind, x.meta[1], x.meta[2]
+        row[4], row[5] = c[BLOCK], c[THREAD] - 1 - c[BLOCK] * c[NTHREADS]
+        row[6], row[7] = offset, x.data.itemsize
+
+
 # ----------------------------------------------------------------------------- the stubs
 # Compiled kernels call these; Numba picks the implementation by the argument types (a Buf or
 # a plain array or tuple: a constant array, a shape).
 
 
-def load(x, idx, c, F):
-    """``x[idx]`` (``idx`` a tuple of integers)."""
+def load(x, idx, c, F, site):
+    """``x[idx]`` (``idx`` a tuple of integers) at ``site`` (an integer naming the line of
+    source: the counters group a warp's accesses by it)."""
 
 
-def store(x, idx, v, c, F):
+def store(x, idx, v, c, F, site):
     """``x[idx] = v``."""
 
 
-def atomic_cas(x, idx, old, v, c, F):
+def atomic_cas(x, idx, old, v, c, F, site):
     """``cuda.atomic.compare_and_swap`` / ``cas``: the old value."""
 
 
@@ -256,6 +280,15 @@ def _index_code(nd, name):
     return "\n".join(lines) + f"\n    p = ({ks},)\n"
 
 
+def _observed(nd, observe, kind):
+    """Source lines that record a non-local access of element ``p``: ``observe`` (the
+    shadows) and, counters on, its row of the log."""
+    offset = " + ".join(["x.meta[3]"] + [f"i{k} * x.data.strides[{k}]" for k in range(nd)])
+    return (f"    if x.meta[1] != LOCAL:\n        {observe}(x, p, c, F)\n"
+            f"        if x.log.shape[0]:\n"
+            f"            log_access(x, site, {kind}, {offset}, c, F)\n")
+
+
 @njit(cache=False, forceinline=True)
 def _zero_of(a):
     return np.zeros(1, a.dtype)[0]
@@ -274,7 +307,8 @@ def _outside_ov(a):
 
 def _compile(src, name, extra=None):
     ns = {"_outside": _outside, "observe_load": observe_load, "observe_store": observe_store,
-          "observe_atomic": observe_atomic, "LOCAL": LOCAL, "np": np, **(extra or {})}
+          "observe_atomic": observe_atomic, "log_access": log_access, "LOCAL": LOCAL, "np": np,
+          **(extra or {})}
     exec(compile(src, f"<minigpu.fastmem.{name}>", "exec"), ns)
     return ns[name]
 
@@ -296,35 +330,34 @@ def _check_index(idx, nd):
 
 
 @overload(load, jit_options=_INLINE)
-def _load_ov(x, idx, c, F):
+def _load_ov(x, idx, c, F, site):
     if _is_buf(x):
         nd = x[0].ndim
         _check_index(idx, nd)
         unwrap = "    idx = idx[0]\n" if _unwrap(idx) is not idx else ""
-        src = (f"def impl(x, idx, c, F):\n{unwrap}{_index_code(nd, 'x.data')}"
-               f"    if x.meta[0] and x.bits[p] == x.pois[0]:\n        F[0] = {2}\n"
-               f"    if x.meta[1] != LOCAL:\n        observe_load(x, p, c, F)\n"
-               f"    return x.data[p]\n")
+        src = (f"def impl(x, idx, c, F, site):\n{unwrap}{_index_code(nd, 'x.data')}"
+               f"    if x.meta[0] and x.bits[p] == x.pois[0]:\n        F[0] = {POISON}\n"
+               + _observed(nd, "observe_load", LOAD) + "    return x.data[p]\n")
         return _compile(src, "impl")
     if isinstance(x, types.Array):
         _check_index(idx, x.ndim)
         unwrap = "    idx = idx[0]\n" if _unwrap(idx) is not idx else ""
-        src = f"def impl(x, idx, c, F):\n{unwrap}{_index_code(x.ndim, 'x')}    return x[p]\n"
+        src = (f"def impl(x, idx, c, F, site):\n{unwrap}{_index_code(x.ndim, 'x')}"
+               "    return x[p]\n")
         return _compile(src, "impl")
     if isinstance(x, types.BaseTuple):
-        return lambda x, idx, c, F: x[idx[0]]
+        return lambda x, idx, c, F, site: x[idx[0]]
 
 
 @overload(store, jit_options=_INLINE)
-def _store_ov(x, idx, v, c, F):
+def _store_ov(x, idx, v, c, F, site):
     if _is_buf(x):
         nd = x[0].ndim
         _check_index(idx, nd)
         unwrap = "    idx = idx[0]\n" if _unwrap(idx) is not idx else ""
-        src = (f"def impl(x, idx, v, c, F):\n{unwrap}"
+        src = (f"def impl(x, idx, v, c, F, site):\n{unwrap}"
                + _index_code(nd, "x.data").replace("return _outside(x.data)", "return")
-               + "    if x.meta[1] != LOCAL:\n        observe_store(x, p, c, F)\n"
-               "    x.data[p] = v\n")
+               + _observed(nd, "observe_store", STORE) + "    x.data[p] = v\n")
         return _compile(src, "impl")
 
 
@@ -350,17 +383,17 @@ def _atomic_impl(x, idx, params, finish):
     src = (f"def impl({params}):\n{unwrap}{_index_code(nd, 'x.data')}"
            f"    cur = x.data[p]\n"
            f"    if x.meta[0] and x.bits[p] == x.pois[0]:\n        F[0] = {POISON}\n"
-           f"    if x.meta[1] != LOCAL:\n        observe_atomic(x, p, c, F)\n{finish}")
+           + _observed(nd, "observe_atomic", ATOMIC) + finish)
     return _compile(src, "impl")
 
 
 def _atomic_overload(update):
-    def stub(x, idx, v, c, F):
+    def stub(x, idx, v, c, F, site):
         """``cuda.atomic.<op>(x, idx, v)``: the old value."""
 
     @overload(stub, jit_options=_INLINE)
-    def ov(x, idx, v, c, F):
-        return _atomic_impl(x, idx, "x, idx, v, c, F",
+    def ov(x, idx, v, c, F, site):
+        return _atomic_impl(x, idx, "x, idx, v, c, F, site",
                             f"    old = cur\n    x.data[p] = {update}\n    return old\n")
     return stub
 
@@ -370,8 +403,8 @@ ATOMICS = {name: _atomic_overload(update) for name, update in _ATOMIC_UPDATES.it
 
 
 @overload(atomic_cas, jit_options=_INLINE)
-def _atomic_cas_ov(x, idx, old, v, c, F):
-    return _atomic_impl(x, idx, "x, idx, old, v, c, F",
+def _atomic_cas_ov(x, idx, old, v, c, F, site):
+    return _atomic_impl(x, idx, "x, idx, old, v, c, F, site",
                         "    if cur == old:\n        x.data[p] = v\n    return cur\n")
 
 
