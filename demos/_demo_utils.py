@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import math
 import os
 import sys
@@ -106,8 +107,20 @@ def finish_args(parser: argparse.ArgumentParser, args, default_epochs: int):
         # a training run: every kernel pays for its compile on the simulator's compiled path
         # (docs/simulator.md); ``auto`` would first run each one checked for ~30 s
         sim_config.FAST = "always"
+        show_compiles()
     prepare_out(parser, args.out)
     return args
+
+
+def show_compiles() -> None:
+    """Print the simulator's compile messages (``minigpu.simulator`` logger, INFO) to stderr:
+    a first run compiles each kernel for minutes in all, and says so."""
+    log = logging.getLogger("minigpu.simulator")
+    if not log.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("simulator: %(message)s"))
+        log.addHandler(handler)
+    log.setLevel(logging.INFO)
 
 
 def resolve_device(parser: argparse.ArgumentParser, choice: str) -> str:

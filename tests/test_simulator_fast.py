@@ -2,7 +2,9 @@
 checked interpreter: the same results on correct kernels, and on buggy ones the checked path's
 verdict (the compiled path only suspects, then falls back)."""
 import ast
+import logging
 import math
+import re
 
 import numpy as np
 import pytest
@@ -323,6 +325,42 @@ def test_auto_keeps_cheap_launches_on_the_checked_path(monkeypatch):
     assert dict(fast.STATS["add_one"]) == {"checked": 2}
     assert not any(key[0] is add_one for key in fast._COMPILED)
     np.testing.assert_array_equal(out, x + 1)
+
+
+@cuda.jit
+def doubled(x, out):
+    """out[i] = 2 x[i] (launched only by the logging test: its first compile is the one
+    logged)."""
+    i = cuda.grid(1)
+    if i < x.size:
+        out[i] = x[i] * float32(2)
+
+
+@cuda.jit
+def warp_all_positive(x, out):
+    """out[i] = whether every lane of i's warp holds a positive value (a vote: the compiled
+    path does not take it)."""
+    i = cuda.grid(1)
+    out[i] = cuda.all_sync(0xFFFFFFFF, x[i] > 0)
+
+
+def test_compiles_and_the_checked_path_are_logged(compiled, caplog):
+    """What a user waiting on a first launch sees at INFO (the demos print it): the compile
+    starting, its time once the kernel ran, and why a kernel stays on the checked path."""
+    x = np.arange(1, 33, dtype=np.float32)
+    out = np.zeros_like(x)
+    with caplog.at_level(logging.INFO, logger="minigpu.simulator"):
+        for _ in range(2):
+            doubled[1, 32](x, out)
+        warp_all_positive[1, 32](x, np.zeros(32, np.bool_))
+    said = [r.getMessage() for r in caplog.records if r.name == "minigpu.simulator.fast"]
+    assert len(said) == 3, said
+    assert said[0] in ("doubled: compiling for the compiled path (once per machine and argument "
+                       "types: the disk cache keeps it)", "doubled: loading from the disk cache")
+    assert re.fullmatch(r"doubled: on the compiled path after \d+\.\d s \(its first launch "
+                        r"included\)", said[1])
+    assert said[2].startswith("warp_all_positive: stays on the checked path (ineligible: ")
+    np.testing.assert_array_equal(out, 2 * x)
 
 
 # --- every lesson variant on both paths --------------------------------------------------------

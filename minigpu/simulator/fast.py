@@ -29,7 +29,9 @@ compile (warp intrinsics, grid sync, dynamic shared memory, slices, ``print``, a
 rewrite does not know) always take the checked path; so do launches while a trace observes
 memory. Under the performance counters every access also writes a row of the launch's log,
 which ``counters.py`` counts as it counts the checked path's. :data:`STATS` records which
-launches took which path.
+launches took which path; the ``minigpu.simulator.fast`` logger says, at INFO, when a kernel
+starts compiling, how long it took (or its load from the disk cache), and why a kernel stays on
+the checked path.
 """
 from __future__ import annotations
 
@@ -37,8 +39,10 @@ import ast
 import collections
 import copy
 import itertools
+import logging
 import math
 import re
+import time
 
 import numpy as np
 from numba import njit, typeof, types
@@ -60,6 +64,8 @@ compiling, never costs more than twice the better choice made in hindsight (ski 
 suite's small launches stay on the checked path."""
 FIRST_GUESS = 50e-6
 """Seconds per thread a kernel never timed is predicted to cost on the checked path."""
+
+logger = logging.getLogger(__name__)
 
 STATS = collections.defaultdict(collections.Counter)
 """Kernel name -> Counter of ``fast``, ``checked``, ``fallback: <reason>``, ``ineligible:
@@ -1151,7 +1157,7 @@ def try_launch(kernel, name, fake_args, grid_dim, block_dim, points):
         stats["ineligible: an argument of a kind the compiled path does not take"] += 1
         return False
     key = (kernel, sig)
-    driver = _COMPILED.get(key)
+    driver, started = _COMPILED.get(key), time.perf_counter()
     threads = len(points) * block_dim[0] * block_dim[1] * block_dim[2]
     if driver is None:
         if key not in _HINTS:
@@ -1164,6 +1170,13 @@ def try_launch(kernel, name, fake_args, grid_dim, block_dim, points):
             return False
         else:
             driver = _COMPILED[key] = _compile(kernel, fake_args)
+            if not isinstance(driver, str):
+                logger.info("%s: %s", name, "loading from the disk cache"
+                            if fastcache.carried_types(driver.key) is not None else
+                            "compiling for the compiled path (once per machine and argument "
+                            "types: the disk cache keeps it)")
+        if isinstance(driver, str):
+            logger.info("%s: stays on the checked path (%s)", name, driver)
     if isinstance(driver, str):
         stats[driver] += 1
         return False
@@ -1198,13 +1211,16 @@ def try_launch(kernel, name, fake_args, grid_dim, block_dim, points):
             for a, saved in snapshot:
                 a[...] = saved
         reason = fastmem.SUSPECTS.get(int(flags[fastmem.SUSPECT]))
-        if not driver.remembered:
+        if not driver.remembered:   # its first launch: it has just compiled
             fastcache.remember(driver.key, driver.carried, kernel, sig)
             driver.remembered = True
+            logger.info("%s: on the compiled path after %.1f s (its first launch included)",
+                        name, time.perf_counter() - started)
     except NumbaError as exc:   # it compiles at its first call: it never will
         _COMPILED[key] = f"ineligible: compile failed ({type(exc).__name__}: " \
                          f"{str(exc).splitlines()[-1][:200]})"
         fastcache.remember_failure(kernel, sig, _COMPILED[key])
+        logger.info("%s: stays on the checked path (%s)", name, _COMPILED[key])
         reason = "it does not compile"
     except Exception as exc:
         reason = f"{type(exc).__name__}: {exc}"
