@@ -766,8 +766,9 @@ class Compiled:
     """A kernel compiled for one argument signature: its driver, and the arrays a launch gives
     it besides the kernel's arguments (the driver allocates nothing: it borrows)."""
 
-    def __init__(self, driver, shared, local, carried, branches, key):
+    def __init__(self, driver, shared, local, carried, branches, key, cached):
         self.driver, self.branches, self.key = driver, branches, key
+        self.cached = cached   # compiled before on this machine: its first call is a load
         self.remembered = False   # its carried types and hint are on disk
         # name -> (shape, dtype) of shared arrays and local arrays; name -> dtype of the variables
         # that live across a barrier
@@ -893,14 +894,15 @@ class KernelCompiler:
         # the argument types too: the carried variables' types depend on them
         key = fastcache.key(self.sources + [str(typeof(a)) for a in args], self.fingerprints)
         dtypes = fastcache.carried_types(key)
-        if dtypes is None:
+        cached = dtypes is not None
+        if not cached:
             dtypes = self._carried_types(func, params, body, rw, args, carried)
         path = fastcache.source_file(key, src)
         exec(compile(src, path or f"<minigpu.fast {self.fn.__name__}>", "exec"), ns)
         return Compiled(njit(error_model="numpy", cache=path is not None)(ns["__driver"]),
                         {n: rw.shared[n] for n in sorted(rw.shared)},
                         {n: rw.local[n] for n in sorted(rw.local)},
-                        {n: dtypes[n] for n in carried}, _count_ifs(plan), key)
+                        {n: dtypes[n] for n in carried}, _count_ifs(plan), key, cached)
 
     def _carried_types(self, func, params, body, rw, args, carried):
         """The NumPy scalar type of each variable that lives across a barrier (the kernel
@@ -1171,8 +1173,7 @@ def try_launch(kernel, name, fake_args, grid_dim, block_dim, points):
         else:
             driver = _COMPILED[key] = _compile(kernel, fake_args)
             if not isinstance(driver, str):
-                logger.info("%s: %s", name, "loading from the disk cache"
-                            if fastcache.carried_types(driver.key) is not None else
+                logger.info("%s: %s", name, "loading from the disk cache" if driver.cached else
                             "compiling for the compiled path (once per machine and argument "
                             "types: the disk cache keeps it)")
         if isinstance(driver, str):

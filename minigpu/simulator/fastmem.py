@@ -33,7 +33,8 @@ from numba import njit, types
 from numba.core import cgutils, ir, ir_utils
 from numba.extending import intrinsic, overload
 
-from .counters import ATOMIC, GLOBAL, LOAD, LOCAL, STORE
+from .counters import (ARRAY, ATOMIC, BLOCK as LOG_BLOCK, GLOBAL, ITEMSIZE, KIND, LOAD, LOCAL,
+                       OFFSET, SITE, SPACE, STORE, THREAD as LOG_THREAD)
 from .memory import poison_of
 
 SUSPECTS = {1: "an index outside the array", 2: "a load of never-written memory",
@@ -229,9 +230,10 @@ def log_access(x, site, kind, offset, c, F):
     F[LOGGED] = n + 1
     if n < x.log.shape[0]:
         row = x.log[n]
-        row[0], row[1], row[2], row[3] = site, kind, x.meta[1], x.meta[2]
-        row[4], row[5] = c[BLOCK], c[THREAD] - 1 - c[BLOCK] * c[NTHREADS]
-        row[6], row[7] = offset, x.data.itemsize
+        row[SITE], row[KIND], row[SPACE], row[ARRAY] = site, kind, x.meta[1], x.meta[2]
+        row[LOG_BLOCK] = c[BLOCK]
+        row[LOG_THREAD] = c[THREAD] - 1 - c[BLOCK] * c[NTHREADS]
+        row[OFFSET], row[ITEMSIZE] = offset, x.data.itemsize
 
 
 # ----------------------------------------------------------------------------- the stubs
