@@ -857,8 +857,7 @@ class KernelCompiler:
         carried_arrays = sorted(n for n in rw.local if sum(n in u.names for u in units) > 1)
         extra = ([f"__SH_{n}" for n in sorted(rw.shared)] + [f"__LS_{n}" for n in sorted(rw.local)]
                  + [f"__L_{n}" for n in carried])
-        # what the regions read, in one tuple (a kernel may have many parameters)
-        region_args = params + extra
+        region_args = params + extra   # each unit takes those it reads
         renames = {n: f"__SH_{n}" for n in rw.shared}
         sources, k = [], itertools.count()
         for u in units:
@@ -879,10 +878,8 @@ class KernelCompiler:
                     text = "    return (" + ", ".join(
                         f"np.int64({ast.unparse(n)})" for n in nodes[:3]) + ")"
             body_text = "\n".join(head + [text])
-            unpack = [f"    {n} = __A[{i}]" for i, n in enumerate(region_args)
-                      if re.search(rf"\b{n}\b", body_text)]
-            sources.append(f"def {u.fname}(__c, __F, __A, __t):\n"
-                           + "\n".join(unpack + [body_text]) + "\n")
+            u.args = [n for n in region_args if re.search(rf"\b{n}\b", body_text)]
+            sources.append(f"def {u.fname}({_unit_args(u)}):\n{body_text}\n")
         ns = dict(self.ns)
         self.sources += sources
         for name, src in zip([u.fname for u in units], sources):
@@ -990,6 +987,12 @@ def _count_ifs(plan):
     return n
 
 
+def _unit_args(unit):
+    """A unit's parameters (and the driver's arguments when it calls it): the thread context,
+    the flags, the thread's number, then the kernel's arguments and arrays the unit reads."""
+    return ", ".join(["__c", "__F", "__t"] + unit.args)
+
+
 def _driver_source(params, plan, units, extra, rw, carried):
     """The driver: every array it touches is its caller's (:class:`Compiled`), borrowed.
 
@@ -1000,12 +1003,10 @@ def _driver_source(params, plan, units, extra, rw, carried):
     holds, then its ``else`` in the others (``__masks`` keeps each ``if``'s test and the
     threads active before it). A barrier must be reached by every thread of the block, a warp
     shuffle by every thread of its warp."""
-    call_args = "__c, __F, __A, __t"
     owned = params + ["__order", "__dims", "__F"] + extra + ["__c", "__alive", "__active",
                                                               "__masks"]
     lines = [f"def __driver({', '.join(owned)}):"]
     lines += [f"    {n} = __borrow({n})" for n in owned]
-    lines += ["    __A = (" + "".join(f"{n}, " for n in params + extra) + ")"]
     lines += [f"    __c[{BDX}] = __dims[0]; __c[{BDY}] = __dims[1]; __c[{BDZ}] = __dims[2]",
               f"    __c[{GDX}] = __dims[3]; __c[{GDY}] = __dims[4]; __c[{GDZ}] = __dims[5]",
               "    __nt = __dims[0] * __dims[1] * __dims[2]",
@@ -1037,7 +1038,7 @@ def _driver_source(params, plan, units, extra, rw, carried):
         pad = "    " * ind
         k = next(loop)
         out = [f"{pad}__n{k} = 0"]
-        out += thread_loop(ind, [f"__v{k} = {unit.fname}({call_args})",
+        out += thread_loop(ind, [f"__v{k} = {unit.fname}({_unit_args(unit)})",
                                  f"if __n{k} == 0:", f"    __h{k} = __v{k}",
                                  f"elif __v{k} != __h{k}:",
                                  f"    __F[0] = {DIVERGENT}", "    return",
@@ -1055,7 +1056,7 @@ def _driver_source(params, plan, units, extra, rw, carried):
         for item in plan_:
             if item[0] == "region":
                 u = next(counter)
-                out += thread_loop(ind, [f"if {u.fname}({call_args}):",
+                out += thread_loop(ind, [f"if {u.fname}({_unit_args(u)}):",
                                          "    __alive[__t] = False",
                                          "    __active[__t] = False",
                                          "if __F[0]:", "    return"])
@@ -1083,7 +1084,7 @@ def _driver_source(params, plan, units, extra, rw, carried):
                 test, before = f"__masks[{2 * k}, __t]", f"__masks[{2 * k + 1}, __t]"
                 out += [f"{pad}for __t in range(__nt):", f"{pad}    {before} = __active[__t]",
                         f"{pad}    {test} = False"]
-                out += thread_loop(ind, [f"{test} = {u.fname}({call_args}) != 0",
+                out += thread_loop(ind, [f"{test} = {u.fname}({_unit_args(u)}) != 0",
                                          "if __F[0]:", "    return"])
                 out += set_active(pad, test)
                 out += emit(item[2], ind)

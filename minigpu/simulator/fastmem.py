@@ -2,8 +2,8 @@
 
 Every array a compiled kernel touches (:mod:`.fast`) is a :class:`Buf`: the data, its bits as
 unsigned integers (to recognise the poison of never-written memory, ``memory.poison_of``), and
-five shadow arrays of the same shape that record, per element, the last writer (thread, epoch)
-and the readers (one thread, or ``MANY``; their latest epoch; their block, or ``MANY``).
+an int64 shadow array that records, per element, the last writer (thread, epoch) and the
+readers (one thread, or ``MANY``; their latest epoch; their block, or ``MANY``).
 
 A thread is ``T`` (1 + its global linear index), in block ``B``, at barrier epoch ``E`` (the
 number of ``syncthreads`` its block has passed). Two accesses of one element, at least one a
@@ -21,10 +21,16 @@ suspect kernel, never more lenient.
 Speed: every helper here is inlined into the kernel's machine code (``forceinline``: LLVM's
 ``alwaysinline``; Numba's own IR inlining costs minutes of compile time for a matmul), and the
 driver works on *borrowed* arrays (:func:`borrow`: the same views without their reference
-count). A Buf holds 9 arrays; passed by value through calls that Numba counts, each access paid
+count). A Buf holds 6 arrays; passed by value through calls that Numba counts, each access paid
 dozens of atomic reference-count updates: 1 microsecond an element, 100 times the cost of the
 check itself. Every array the driver touches is allocated by its Python caller, who keeps it
 alive for the launch, so a borrowed view never outlives its memory.
+
+Compile time: Numba passes a tuple by value, one scalar per field of each of its arrays, and its
+textual LLVM IR spells the whole aggregate type at every field it extracts. So a Buf is as few
+arrays as it can be (the five shadows of an element are one row of ``shadow``), and a shadow
+check receives that row, not the Buf: a 128x128 matmul's IR went from 39 MB to 9 MB, its
+compile from 29 s to 14 s (with the regions taking only the arguments they read, ``fast.py``).
 """
 from collections import namedtuple
 
@@ -49,13 +55,18 @@ _INLINE = {"forceinline": True}
 # the thread context ``c`` every compiled function receives
 (TX, TY, TZ, BX, BY, BZ, BDX, BDY, BDZ, GDX, GDY, GDZ, THREAD, EPOCH, NTHREADS, BLOCK) = range(16)
 
-Buf = namedtuple("Buf", "data bits pois wt we rt re rb meta log")
-"""An array as compiled code sees it. ``meta``: [poison recognisable (0/1), space, the array's
+Buf = namedtuple("Buf", "data bits pois shadow meta log")
+"""An array as compiled code sees it. ``shadow``: int64, the data's shape and 5 more, the
+element's race shadows (:data:`WT` ...). ``meta``: [poison recognisable (0/1), space, the array's
 id for the counters, the byte offset of its first element from its allocation's]. ``log``: the
 launch's access log while performance counters are on (every Buf of a launch shares it; no
 rows: off)."""
 
 NO_LOG = np.zeros((0, 8), np.int64)
+WT, WE, RT, RE, RB = range(5)
+"""An element's shadows: its last writer (a thread, or the negated block of an atomic), the
+writer's epoch, its reader (a thread, or ``MANY``), the readers' latest epoch, their block (or
+``MANY``)."""
 """The log of a launch nobody counts."""
 # F, the launch's flags: [suspect, accesses logged, barriers completed]
 SUSPECT, LOGGED, BARRIERS = 0, 1, 2
@@ -72,9 +83,7 @@ def make_buf(data, space=GLOBAL, log=NO_LOG, array_id=0, base=0):
     """The :class:`Buf` of a NumPy array (fresh, empty shadows); ``log``, ``array_id`` and
     ``base`` (bytes from the start of its allocation) for the counters."""
     bits, pois, recognisable = _bits_of(data)
-    shape = data.shape
-    return Buf(data, bits, pois, np.zeros(shape, np.int64), np.zeros(shape, np.int32),
-               np.zeros(shape, np.int64), np.zeros(shape, np.int32), np.zeros(shape, np.int32),
+    return Buf(data, bits, pois, np.zeros(data.shape + (5,), np.int64),
                np.array([recognisable, space, array_id, base], np.int64), log)
 
 
@@ -83,11 +92,7 @@ def reset(x):
     """Fresh memory again in a Buf (a block's shared arrays, before the block runs)."""
     if x.meta[0]:
         x.bits.fill(x.pois[0])
-    x.wt.fill(0)
-    x.we.fill(0)
-    x.rt.fill(0)
-    x.re.fill(0)
-    x.rb.fill(0)
+    x.shadow.fill(0)
 
 
 @intrinsic
@@ -115,8 +120,7 @@ def borrow(x):
 def _borrow_ov(x):
     if _is_buf(x):
         return lambda x: Buf(borrowed(x.data), borrowed(x.bits), borrowed(x.pois),
-                             borrowed(x.wt), borrowed(x.we), borrowed(x.rt), borrowed(x.re),
-                             borrowed(x.rb), borrowed(x.meta), borrowed(x.log))
+                             borrowed(x.shadow), borrowed(x.meta), borrowed(x.log))
     if isinstance(x, types.Array):
         return lambda x: borrowed(x)
     if isinstance(x, types.BaseTuple):
@@ -152,8 +156,7 @@ def local_row(s, t, reset):
     the kernel allocates it there)."""
     if reset and s.meta[0]:
         s.bits[t].fill(s.pois[0])
-    return Buf(s.data[t], s.bits[t], s.pois, s.wt[t], s.we[t], s.rt[t], s.re[t], s.rb[t], s.meta,
-               s.log)
+    return Buf(s.data[t], s.bits[t], s.pois, s.shadow[t], s.meta, s.log)
 
 
 # ----------------------------------------------------------------------------- shadows
@@ -168,13 +171,13 @@ def _conflicts(other, other_epoch, c):
 
 
 @njit(cache=False, forceinline=True)
-def _readers_conflict(x, p, c):
-    r = x.rt[p]
+def _readers_conflict(s, c):
+    r = s[RT]
     if r == 0 or r == c[THREAD]:
         return False
     if r == MANY:
-        return x.rb[p] != c[BLOCK] or x.re[p] == c[EPOCH]
-    return _conflicts(r, x.re[p], c)
+        return s[RB] != c[BLOCK] or s[RE] == c[EPOCH]
+    return _conflicts(r, s[RE], c)
 
 
 @njit(cache=False, forceinline=True)
@@ -184,56 +187,57 @@ def _atomic_conflicts(w, epoch, c):
 
 
 @njit(cache=False, forceinline=True)
-def observe_load(x, p, c, F):
-    w = x.wt[p]
-    if w > 0 and _conflicts(w, x.we[p], c) or w < 0 and _atomic_conflicts(w, x.we[p], c):
+def observe_load(s, c, F):
+    """A load of the element whose shadows are ``s``."""
+    w = s[WT]
+    if w > 0 and _conflicts(w, s[WE], c) or w < 0 and _atomic_conflicts(w, s[WE], c):
         F[0] = CONFLICT
-    r = x.rt[p]
-    if r == 0 or r == c[THREAD] or x.rb[p] == c[BLOCK] and x.re[p] != c[EPOCH]:
+    r = s[RT]
+    if r == 0 or r == c[THREAD] or s[RB] == c[BLOCK] and s[RE] != c[EPOCH]:
         # the earlier readers of this block read before a barrier: ordered with what follows
-        x.rt[p] = c[THREAD]
-        x.rb[p] = c[BLOCK]
+        s[RT] = c[THREAD]
+        s[RB] = c[BLOCK]
     else:
-        x.rt[p] = MANY
-        if x.rb[p] != c[BLOCK]:
-            x.rb[p] = MANY
-    x.re[p] = c[EPOCH]
+        s[RT] = MANY
+        if s[RB] != c[BLOCK]:
+            s[RB] = MANY
+    s[RE] = c[EPOCH]
 
 
 @njit(cache=False, forceinline=True)
-def observe_store(x, p, c, F):
-    w = x.wt[p]
-    if w > 0 and _conflicts(w, x.we[p], c) or w < 0 and _atomic_conflicts(w, x.we[p], c) \
-            or _readers_conflict(x, p, c):
+def observe_store(s, c, F):
+    w = s[WT]
+    if w > 0 and _conflicts(w, s[WE], c) or w < 0 and _atomic_conflicts(w, s[WE], c) \
+            or _readers_conflict(s, c):
         F[0] = CONFLICT
-    x.wt[p] = c[THREAD]
-    x.we[p] = c[EPOCH]
+    s[WT] = c[THREAD]
+    s[WE] = c[EPOCH]
 
 
 @njit(cache=False, forceinline=True)
-def observe_atomic(x, p, c, F):
-    w = x.wt[p]
-    if w > 0 and _conflicts(w, x.we[p], c) or _readers_conflict(x, p, c):
+def observe_atomic(s, c, F):
+    w = s[WT]
+    if w > 0 and _conflicts(w, s[WE], c) or _readers_conflict(s, c):
         F[0] = CONFLICT
     if w == 0 or w > 0 or w == -c[BLOCK] - 1:
-        x.wt[p] = -c[BLOCK] - 1
+        s[WT] = -c[BLOCK] - 1
     else:
-        x.wt[p] = ATOMIC_MIXED
-    x.we[p] = c[EPOCH]
+        s[WT] = ATOMIC_MIXED
+    s[WE] = c[EPOCH]
 
 
 @njit(cache=False, forceinline=True)
-def log_access(x, site, kind, offset, c, F):
+def log_access(log, meta, site, kind, offset, itemsize, c, F):
     """Counters on: the access as one row of the launch's log (``counters.py``'s columns). A
     full log counts the rows it could not take; the launch then runs again with room."""
     n = F[LOGGED]
     F[LOGGED] = n + 1
-    if n < x.log.shape[0]:
-        row = x.log[n]
-        row[SITE], row[KIND], row[SPACE], row[ARRAY] = site, kind, x.meta[1], x.meta[2]
+    if n < log.shape[0]:
+        row = log[n]
+        row[SITE], row[KIND], row[SPACE], row[ARRAY] = site, kind, meta[1], meta[2]
         row[LOG_BLOCK] = c[BLOCK]
         row[LOG_THREAD] = c[THREAD] - 1 - c[BLOCK] * c[NTHREADS]
-        row[OFFSET], row[ITEMSIZE] = offset, x.data.itemsize
+        row[OFFSET], row[ITEMSIZE] = offset, itemsize
 
 
 # ----------------------------------------------------------------------------- the stubs
@@ -286,9 +290,11 @@ def _observed(nd, observe, kind):
     """Source lines that record a non-local access of element ``p``: ``observe`` (the
     shadows) and, counters on, its row of the log."""
     offset = " + ".join(["x.meta[3]"] + [f"i{k} * x.data.strides[{k}]" for k in range(nd)])
-    return (f"    if x.meta[1] != LOCAL:\n        {observe}(x, p, c, F)\n"
+    ks = ", ".join(f"i{k}" for k in range(nd))
+    return (f"    if x.meta[1] != LOCAL:\n        {observe}(x.shadow[{ks}], c, F)\n"
             f"        if x.log.shape[0]:\n"
-            f"            log_access(x, site, {kind}, {offset}, c, F)\n")
+            f"            log_access(x.log, x.meta, site, {kind}, {offset}, x.data.itemsize, "
+            f"c, F)\n")
 
 
 @njit(cache=False, forceinline=True)
