@@ -1,7 +1,7 @@
 """The compiled path's memory: checked loads, stores and atomics as Numba CPU functions.
 
 Every array a compiled kernel touches (:mod:`.fast`) is a :class:`Buf`: the data, its bits as
-unsigned integers (to recognise the poison of never-written memory, ``memory.poison_of``), and
+integers (to recognise the poison of never-written memory, ``memory.poison_of``), and
 an int64 shadow array that records, per element, the last writer (thread, epoch) and the
 readers (one thread, or ``MANY``; their latest epoch; their block, or ``MANY``).
 
@@ -21,7 +21,7 @@ suspect kernel, never more lenient.
 Speed: every helper here is inlined into the kernel's machine code (``forceinline``: LLVM's
 ``alwaysinline``; Numba's own IR inlining costs minutes of compile time for a matmul), and the
 driver works on *borrowed* arrays (:func:`borrow`: the same views without their reference
-count). A Buf holds 6 arrays; passed by value through calls that Numba counts, each access paid
+count). A Buf holds 5 arrays; passed by value through calls that Numba counts, each access paid
 dozens of atomic reference-count updates: 1 microsecond an element, 100 times the cost of the
 check itself. Every array the driver touches is allocated by its Python caller, who keeps it
 alive for the launch, so a borrowed view never outlives its memory.
@@ -55,10 +55,11 @@ _INLINE = {"forceinline": True}
 # the thread context ``c`` every compiled function receives
 (TX, TY, TZ, BX, BY, BZ, BDX, BDY, BDZ, GDX, GDY, GDZ, THREAD, EPOCH, NTHREADS, BLOCK) = range(16)
 
-Buf = namedtuple("Buf", "data bits pois shadow meta log")
+Buf = namedtuple("Buf", "data bits shadow meta log")
 """An array as compiled code sees it. ``shadow``: int64, the data's shape and 5 more, the
 element's race shadows (:data:`WT` ...). ``meta``: [poison recognisable (0/1), space, the array's
-id for the counters, the byte offset of its first element from its allocation's]. ``log``: the
+id for the counters, the byte offset of its first element from its allocation's, the poison's
+bits (as ``bits`` holds them: a signed integer)]. ``log``: the
 launch's access log while performance counters are on (every Buf of a launch shares it; no
 rows: off)."""
 
@@ -73,25 +74,27 @@ SUSPECT, LOGGED, BARRIERS = 0, 1, 2
 
 
 def _bits_of(data):
+    """The data's bits as signed integers (compared with an int64 exactly), the poison's bits,
+    whether the poison is recognisable."""
     kind, udt, bits, _ = poison_of(data.dtype)
     if kind:
-        return data.view(udt), np.array([bits], udt), 1
-    return np.zeros(data.shape, np.uint8), np.zeros(1, np.uint8), 0
+        return data.view(f"i{data.itemsize}"), int(bits), 1
+    return np.zeros(data.shape, np.int8), 0, 0
 
 
 def make_buf(data, space=GLOBAL, log=NO_LOG, array_id=0, base=0):
     """The :class:`Buf` of a NumPy array (fresh, empty shadows); ``log``, ``array_id`` and
     ``base`` (bytes from the start of its allocation) for the counters."""
-    bits, pois, recognisable = _bits_of(data)
-    return Buf(data, bits, pois, np.zeros(data.shape + (5,), np.int64),
-               np.array([recognisable, space, array_id, base], np.int64), log)
+    bits, poison, recognisable = _bits_of(data)
+    return Buf(data, bits, np.zeros(data.shape + (5,), np.int64),
+               np.array([recognisable, space, array_id, base, poison], np.int64), log)
 
 
 @njit(cache=False)
 def reset(x):
     """Fresh memory again in a Buf (a block's shared arrays, before the block runs)."""
     if x.meta[0]:
-        x.bits.fill(x.pois[0])
+        x.bits.fill(x.meta[4])
     x.shadow.fill(0)
 
 
@@ -119,8 +122,8 @@ def borrow(x):
 @overload(borrow, jit_options=_INLINE)
 def _borrow_ov(x):
     if _is_buf(x):
-        return lambda x: Buf(borrowed(x.data), borrowed(x.bits), borrowed(x.pois),
-                             borrowed(x.shadow), borrowed(x.meta), borrowed(x.log))
+        return lambda x: Buf(borrowed(x.data), borrowed(x.bits), borrowed(x.shadow),
+                             borrowed(x.meta), borrowed(x.log))
     if isinstance(x, types.Array):
         return lambda x: borrowed(x)
     if isinstance(x, types.BaseTuple):
@@ -155,8 +158,8 @@ def local_row(s, t, reset):
     """Thread ``t``'s local array in the block's storage ``s`` (poisoned again if ``reset``:
     the kernel allocates it there)."""
     if reset and s.meta[0]:
-        s.bits[t].fill(s.pois[0])
-    return Buf(s.data[t], s.bits[t], s.pois, s.shadow[t], s.meta, s.log)
+        s.bits[t].fill(s.meta[4])
+    return Buf(s.data[t], s.bits[t], s.shadow[t], s.meta, s.log)
 
 
 # ----------------------------------------------------------------------------- shadows
@@ -344,7 +347,7 @@ def _load_ov(x, idx, c, F, site):
         _check_index(idx, nd)
         unwrap = "    idx = idx[0]\n" if _unwrap(idx) is not idx else ""
         src = (f"def impl(x, idx, c, F, site):\n{unwrap}{_index_code(nd, 'x.data')}"
-               f"    if x.meta[0] and x.bits[p] == x.pois[0]:\n        F[0] = {POISON}\n"
+               f"    if x.meta[0] and x.bits[p] == x.meta[4]:\n        F[0] = {POISON}\n"
                + _observed(nd, "observe_load", LOAD) + "    return x.data[p]\n")
         return _compile(src, "impl")
     if isinstance(x, types.Array):
@@ -390,7 +393,7 @@ def _atomic_impl(x, idx, params, finish):
     unwrap = "    idx = idx[0]\n" if _unwrap(idx) is not idx else ""
     src = (f"def impl({params}):\n{unwrap}{_index_code(nd, 'x.data')}"
            f"    cur = x.data[p]\n"
-           f"    if x.meta[0] and x.bits[p] == x.pois[0]:\n        F[0] = {POISON}\n"
+           f"    if x.meta[0] and x.bits[p] == x.meta[4]:\n        F[0] = {POISON}\n"
            + _observed(nd, "observe_atomic", ATOMIC) + finish)
     return _compile(src, "impl")
 
