@@ -21,7 +21,7 @@ suspect kernel, never more lenient.
 Speed: every helper here is inlined into the kernel's machine code (``forceinline``: LLVM's
 ``alwaysinline``; Numba's own IR inlining costs minutes of compile time for a matmul), and the
 driver works on *borrowed* arrays (:func:`borrow`: the same views without their reference
-count). A Buf holds 5 arrays; passed by value through calls that Numba counts, each access paid
+count). A Buf's arrays, passed by value through calls that Numba counts, made each access pay
 dozens of atomic reference-count updates: 1 microsecond an element, 100 times the cost of the
 check itself. Every array the driver touches is allocated by its Python caller, who keeps it
 alive for the launch, so a borrowed view never outlives its memory.
@@ -29,8 +29,9 @@ alive for the launch, so a borrowed view never outlives its memory.
 Compile time: Numba passes a tuple by value, one scalar per field of each of its arrays, and its
 textual LLVM IR spells the whole aggregate type at every field it extracts. So a Buf is as few
 arrays as it can be (the five shadows of an element are one row of ``shadow``), and a shadow
-check receives that row, not the Buf: a 128x128 matmul's IR went from 39 MB to 9 MB, its
-compile from 29 s to 14 s (with the regions taking only the arguments they read, ``fast.py``).
+check receives that row, not the Buf; the poison's bits are ``meta[4]``: a 128x128 matmul's IR
+went from 39 MB to 8 MB, its first call from 36-41 s to 15-19 s (with the regions taking only
+the arguments they read, ``fast.py``; ``docs/simulator.md``).
 """
 from collections import namedtuple
 
@@ -64,11 +65,11 @@ launch's access log while performance counters are on (every Buf of a launch sha
 rows: off)."""
 
 NO_LOG = np.zeros((0, 8), np.int64)
+"""The log of a launch nobody counts."""
 WT, WE, RT, RE, RB = range(5)
 """An element's shadows: its last writer (a thread, or the negated block of an atomic), the
 writer's epoch, its reader (a thread, or ``MANY``), the readers' latest epoch, their block (or
 ``MANY``)."""
-"""The log of a launch nobody counts."""
 # F, the launch's flags: [suspect, accesses logged, barriers completed]
 SUSPECT, LOGGED, BARRIERS = 0, 1, 2
 
@@ -76,7 +77,7 @@ SUSPECT, LOGGED, BARRIERS = 0, 1, 2
 def _bits_of(data):
     """The data's bits as signed integers (compared with an int64 exactly), the poison's bits,
     whether the poison is recognisable."""
-    kind, udt, bits, _ = poison_of(data.dtype)
+    kind, _, bits, _ = poison_of(data.dtype)
     if kind:
         return data.view(f"i{data.itemsize}"), int(bits), 1
     return np.zeros(data.shape, np.int8), 0, 0
@@ -289,6 +290,10 @@ def _index_code(nd, name):
     return "\n".join(lines) + f"\n    p = ({ks},)\n"
 
 
+_POISON_CHECK = f"    if x.meta[0] and x.bits[p] == x.meta[4]:\n        F[0] = {POISON}\n"
+"""Source line of a load or atomic: element ``p`` of Buf ``x`` still holds the poison."""
+
+
 def _observed(nd, observe, kind):
     """Source lines that record a non-local access of element ``p``: ``observe`` (the
     shadows) and, counters on, its row of the log."""
@@ -347,8 +352,7 @@ def _load_ov(x, idx, c, F, site):
         _check_index(idx, nd)
         unwrap = "    idx = idx[0]\n" if _unwrap(idx) is not idx else ""
         src = (f"def impl(x, idx, c, F, site):\n{unwrap}{_index_code(nd, 'x.data')}"
-               f"    if x.meta[0] and x.bits[p] == x.meta[4]:\n        F[0] = {POISON}\n"
-               + _observed(nd, "observe_load", LOAD) + "    return x.data[p]\n")
+               + _POISON_CHECK + _observed(nd, "observe_load", LOAD) + "    return x.data[p]\n")
         return _compile(src, "impl")
     if isinstance(x, types.Array):
         _check_index(idx, x.ndim)
@@ -393,8 +397,7 @@ def _atomic_impl(x, idx, params, finish):
     unwrap = "    idx = idx[0]\n" if _unwrap(idx) is not idx else ""
     src = (f"def impl({params}):\n{unwrap}{_index_code(nd, 'x.data')}"
            f"    cur = x.data[p]\n"
-           f"    if x.meta[0] and x.bits[p] == x.meta[4]:\n        F[0] = {POISON}\n"
-           + _observed(nd, "observe_atomic", ATOMIC) + finish)
+           + _POISON_CHECK + _observed(nd, "observe_atomic", ATOMIC) + finish)
     return _compile(src, "impl")
 
 
