@@ -4,7 +4,8 @@ The kernel is barrier-bound on purpose: 4 blocks x 256 threads, 16 ``syncthreads
 with a little shared-memory traffic between them (double-buffered, so it is race-free). Both
 simulators run in this one process: ``simulator.uninstall()`` restores the stock one (busy-poll
 barriers, fresh OS threads per block), ``simulator.install()`` brings back the patched one
-(blocking barriers, pooled threads: its first launch also pays for starting the pool).
+(every simulated thread a pooled greenlet run in turn, barriers that switch to the next one:
+its first launch also pays for creating the pool).
 
     python benchmarks/simulator_barriers.py [--repeat 3]
 """

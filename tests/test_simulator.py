@@ -532,6 +532,43 @@ def test_exception_in_one_thread_propagates_and_frees_the_block():
     assert out[0] == 32
 
 
+@cuda.jit
+def spin_on_a_later_thread(flag, out):
+    t = cuda.threadIdx.x
+    if t < cuda.blockDim.x - 1:
+        while cuda.atomic.add(flag, 0, 0) == 0:  # waits for the last thread
+            pass
+        out[t] = 1
+    else:
+        cuda.atomic.exch(flag, 0, 1)
+
+
+@pytest.mark.parametrize("n", [2, 40])
+def test_a_thread_spinning_on_a_later_threads_write_lets_it_run(n):
+    """The simulated threads run in turn (greenlets): a spinning one must yield, or this hangs."""
+    out = np.zeros(n, np.int32)
+    spin_on_a_later_thread[1, n](np.zeros(1, np.int32), out)
+    np.testing.assert_array_equal(out, [1] * (n - 1) + [0])
+
+
+@cuda.jit
+def nested_waits(out):
+    t = cuda.threadIdx.x
+    for step in range(3):
+        v = cuda.shfl_xor_sync(0xFFFFFFFF, t + step, 1)
+        cuda.syncthreads()
+        out[cuda.blockIdx.x, step, t] = v
+
+
+def test_threads_of_several_blocks_and_launches_reuse_the_pool():
+    """Pooled simulated threads keep no state from one block or launch to the next."""
+    for blocks in (1, 3):
+        out = np.zeros((blocks, 3, 64), np.int64)
+        nested_waits[blocks, 64](out)
+        t = np.arange(64)
+        np.testing.assert_array_equal(out, [[(t ^ 1) + s for s in range(3)]] * blocks)
+
+
 # ----------------------------------------------------------------------------- install
 
 

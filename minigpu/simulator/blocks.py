@@ -1,12 +1,14 @@
-"""Blocks and threads: pooled OS threads, blocking barriers, synccheck.
+"""Blocks and threads: a block's threads as greenlets, scheduled in turn; barriers, synccheck.
 
-A simulated CUDA thread is an OS thread (:class:`_Worker`), pooled across blocks and launches
-(starting an OS thread costs about as much as a barrier round). The stock simulator starts an
-OS thread per CUDA thread for every block and busy-polls them all from the launching thread,
-fighting them for the GIL. Here a thread at ``syncthreads()`` sleeps on its own lock; the last
-one to arrive frees the others as a chain (each woken thread wakes the next, so they do not
-stampede for the GIL). The barrier-heavy benchmark runs several times faster
-(``benchmarks/simulator_barriers.py``).
+A simulated CUDA thread is a greenlet (:class:`_Thread`): a function with its own stack that
+runs until it waits (at ``syncthreads()``, a warp intrinsic, ...) or ends, and then switches
+back to the launching code, which resumes the next thread ready to run (:func:`_schedule`).
+All of a launch's threads share one OS thread, so moving from one simulated thread to the next
+is a switch of stacks in user space (about a microsecond) instead of an operating-system
+thread waking up and taking the GIL (tens to hundreds of microseconds, more on a busy machine;
+the stock simulator starts an OS thread per CUDA thread and busy-polls them). Which thread runs
+next changes no result: the racecheck clock below does not depend on the order, and a thread
+never runs between another thread's check of an access and the access itself.
 
 Exited threads count as arrived, as on Volta and later. Threads waiting at *different*
 ``syncthreads()`` call sites (a barrier in a divergent branch: undefined behaviour on the GPU),
@@ -16,17 +18,22 @@ source lines instead of finishing silently or hanging. ``syncthreads_count/and/o
 same barrier. A cooperative launch (``launch.uses_grid_sync``) runs all its blocks at once
 (:func:`run_grid`); ``cg.this_grid().sync()`` is then a barrier of every block (:class:`_Grid`).
 
-For racecheck each thread carries a logical clock (:meth:`_Worker.tick`): its block's launch
+A thread that spins on a value another thread has yet to write (a flag, a lock) would never
+yield by itself: every ``memory.SPIN_LOADS`` loads (and atomics) without a wait, a thread goes
+to the back of the queue (:meth:`_Thread.spin`), as the GPU's scheduler lets other warps run.
+
+For racecheck each thread carries a logical clock (:meth:`_Thread.tick`): its block's launch
 ordinal, the number of barriers it has passed (``epoch``; every live thread of a block is in
 the same epoch, so two accesses of one block in different epochs are ordered by a barrier),
 and the number of ``syncwarp`` rendezvous it took part in (``wepoch``: orders lanes of one
-warp). The clock does not depend on how the OS schedules the threads.
+warp). The clock does not depend on the order the threads run in.
 """
 import sys
 import threading
-import time
+from collections import deque
 
 import numpy as np
+from greenlet import greenlet, getcurrent
 
 from . import memory
 from .errors import SimulatorError, SyncError
@@ -42,119 +49,86 @@ class _Abort(Exception):
 
 
 class _Block:
-    """Sync state of one running block. Every field is guarded by ``lock``. A waiting thread
-    sleeps on its own ``wake`` lock, so a wake-up reaches only the threads it frees."""
+    """Sync state of one running block. Its threads and the launching code share one OS
+    thread, so nothing here needs a lock: the state changes only between switches."""
 
-    def __init__(self, kernel, block_idx, threads, dynshared=0, grid=None):
+    def __init__(self, kernel, block_idx, nthreads, ready, dynshared=0, grid=None):
         self.kernel, self.block_idx = kernel, tuple(block_idx)
         self.grid = grid  # the _Grid of a cooperative launch, else None
+        self.ready = ready  # threads released and waiting for their turn (run by _schedule)
         # this block's shared memory (memory.shared_array): arrays by source line, their
         # bytes, the race map, and the dynamic shared buffer (poisoned)
         self.shared, self.static_bytes = {}, 0
         self.shared_shadow = {} if memory.config.CHECKS else None
         self.taint = {}  # shared elements holding a stored indeterminate value (memory.py)
         self.dynshared = memory.poisoned_bytes(dynshared)
-        self.lock = threading.Lock()
-        self.done = threading.Condition(self.lock)
-        self.threads = threads
-        self.live = len(threads)
+        self.threads = []  # by thread id, filled by start_block
+        self.lanes = []  # the threads of each warp
+        self.live = nthreads
         self.blocked = 0
         self.barrier = []  # threads waiting at a syncthreads*
         self.quiescing = []  # threads waiting until every other one is blocked or done
-        nwarps = (len(threads) + 31) // 32
-        self.lanes = [threads[32 * w:32 * w + 32] for w in range(nwarps)]  # by thread id
-        self.pending = [{} for _ in range(nwarps)]  # lane -> thread waiting in a warp intrinsic
-        self.error = None  # a SyncError, or the _Worker whose kernel code raised
-        self.woken = []  # released by _release, to be woken by _chain
+        # lane -> thread waiting in a warp intrinsic, per warp
+        self.pending = [{} for _ in range((nthreads + 31) // 32)]
+        self.error = None  # a SyncError, or the _Thread whose kernel code raised
         self.at_grid = False  # every live thread waits at the grid barrier (cooperative)
-        self.grid_done = False  # ... and this block's arrival completed it: release the grid
 
     # -- called by the threads -------------------------------------------------------------
 
     def wait(self, t, op):
         """Block thread ``t`` in ``op`` until the op completes; return its result."""
-        with self.lock:
-            if self.error is not None:
-                raise _Abort()
-            t.op = op
-            self.blocked += 1
-            if op.kind in BARRIERS:
-                self.barrier.append(t)
-                self._try_barrier()
-            elif op.kind == "quiesce":  # memory.Array._uninit: completed by _progress
-                self.quiescing.append(t)
-            else:
-                self.pending[t.warp][t.lane] = t
-                if op.kind != "activemask":  # completed by _progress
-                    self._try_group(t)
-            self._progress(t.warp)
-            done, self.grid_done = self.grid_done, False
-            head, sleep = self._chain(), t.op is not None and self.error is None and not done
-        _wake(head)
-        if done:  # this thread completed the grid barrier: it wakes every block
-            self.grid.release(t)
-        if sleep:
-            t.wake.acquire()  # sleeps until _wake or _fail unlocks it
-            nxt, t.next = t.next, None
-            _wake(nxt)
+        if self.error is not None:
+            raise _Abort()
+        t.op = op
+        self.blocked += 1
+        if op.kind in BARRIERS:
+            self.barrier.append(t)
+            self._try_barrier()
+        elif op.kind == "quiesce":  # memory.Array._uninit: completed by _progress
+            self.quiescing.append(t)
+        else:
+            self.pending[t.warp][t.lane] = t
+            if op.kind != "activemask":  # completed by _progress
+                self._try_group(t)
+        self._progress(t.warp)
+        t.loads = 0
+        if t.op is not None and self.error is None:
+            t.parent.switch()  # asleep until _release (or _fail) puts t back in the queue
         if t.op is not None:  # woken because the block failed
             raise _Abort()
         return t.result
 
     def exit(self, t):
-        with self.lock:
-            t.exited = True
-            self.live -= 1
-            if t.exception is not None and not isinstance(t.exception[0], _Abort):
-                self._fail(t)
-            elif self.error is None:
-                self._try_barrier()
-                for u in list(self.pending[t.warp].values()):
-                    if u.op is not None and u.op.kind != "activemask":
-                        self._try_group(u)
-                self._progress(t.warp)
-            if self.live == 0 or self.error is not None:
-                self.done.notify()
-            if self.live == 0 and self.grid is not None:
-                self.grid_done |= self.grid.leave(self.at_grid)
-            done, self.grid_done = self.grid_done, False
-            head = self._chain()
-            t.target = None  # drop the kernel's arguments
-            with _idle_lock:
-                _idle.append(t)
-        _wake(head)
-        if done:
-            self.grid.release(None)
+        t.exited = True
+        self.live -= 1
+        if t.exception is not None and not isinstance(t.exception[0], _Abort):
+            self._fail(t)
+        elif self.error is None:
+            self._try_barrier()
+            for u in list(self.pending[t.warp].values()):
+                if u.op is not None and u.op.kind != "activemask":
+                    self._try_group(u)
+            self._progress(t.warp)
+        if self.live == 0 and self.grid is not None:
+            self.grid.leave(self.at_grid)
 
-    # -- under the lock --------------------------------------------------------------------
+    # -- state changes -------------------------------------------------------------------
 
     def _release(self, t, result):
+        """Complete ``t``'s wait with ``result``; it runs again in its turn (at once if it is
+        the thread completing the op, which is running)."""
         t.result, t.op = result, None
         self.blocked -= 1
-        self.woken.append(t)
-
-    def _chain(self):
-        """Link the threads released since the last call into a wake-up chain; return its head.
-
-        Waking a whole block at once makes its threads fight for the GIL (several times slower).
-        Instead the caller wakes the head, and each woken thread first wakes the next one in
-        the chain (``t.next``), so one thread runs while the next one is waking up."""
-        me = threading.current_thread()
-        woken = [t for t in self.woken if t is not me]  # the caller completing its own op is awake
-        self.woken = []
-        for a, b in zip(woken, woken[1:] + [None]):
-            a.next = b
-        return woken[0] if woken else None
+        if t is not getcurrent():
+            self.ready.append(t)
 
     def _fail(self, error):
         if self.error is None:
             self.error = error
             if self.grid is not None:
                 self.grid.fail(error)
-            for t in self.threads:
-                if t.op is not None and t is not threading.current_thread():
-                    t.wake.release()
-            self.done.notify()
+            me = getcurrent()
+            self.ready.extend(t for t in self.threads if t.op is not None and t is not me)
 
     def _progress(self, warp):
         """Complete activemask() groups of ``warp``; detect a block where nothing can move."""
@@ -196,7 +170,7 @@ class _Block:
         if kind == "grid_sync" and self.grid is not None:
             if not self.at_grid:  # the block has arrived: wait for the others (grid.release)
                 self.at_grid = True
-                self.grid_done |= self.grid.arrive()
+                self.grid.arrive()
             return
         preds = [bool(t.op.value) for t in self.barrier]
         result = {"syncthreads": None, "grid_sync": None, "syncthreads_count": sum(preds),
@@ -256,34 +230,25 @@ class _Block:
                 "syncthreads() waits for every non-exited thread of the block.")
 
 
-def _wake(t):
-    if t is not None:
-        t.wake.release()
-
-
-class _Worker(threading.Thread):
-    """A simulated CUDA thread. Workers are reused for block after block and launch after
-    launch, so the fields below are reset by ``assign`` for each block. ``FakeCUDAModule``
-    reads ``threadIdx``, ``blockIdx``, ``thread_id`` and calls ``syncthreads*`` on
-    ``threading.current_thread()``; the array proxies read ``clk`` and ``launch``."""
-
-    def __init__(self):
-        super().__init__(daemon=True, name="cudasim-thread")
-        self.job = threading.Lock()  # held while idle; released to run the assigned block
-        self.job.acquire()
-        self.wake = threading.Lock()  # held while asleep in a barrier or warp intrinsic
-        self.wake.acquire()
-        self.block = None
-        self.start()
+class _Thread(greenlet):
+    """A simulated CUDA thread: a greenlet that runs the kernel for one thread of one block at
+    a time. Starting a greenlet costs ten times a switch, so threads are pooled per OS thread
+    (:func:`_pool`) and ``assign`` resets the fields below for each block. The parent is the
+    launching code (:func:`_schedule`), switched back to when the thread waits and when it
+    ends. ``FakeCUDAModule`` reads ``threadIdx``, ``blockIdx``, ``thread_id`` and calls
+    ``syncthreads*`` on the current greenlet (:class:`ThreadAPI`); the array proxies read
+    ``clk`` and ``launch``."""
 
     def assign(self, block, target, debug, blockIdx, threadIdx, tid, ordinal, launch):
+        self.parent = getcurrent()
         self.block, self.target, self.debug, self.launch = block, target, debug, launch
-        self.blockIdx, self.threadIdx = Dim3(*blockIdx), Dim3(*threadIdx)
-        self.bidx, self.tidx = tuple(blockIdx), tuple(threadIdx)
+        self.blockIdx, self.threadIdx = blockIdx, Dim3(*threadIdx)
+        self.bidx, self.tidx = block.block_idx, threadIdx
         self.thread_id = self.tid = tid
         self.warp, self.lane = divmod(tid, 32)
-        self.op = self.result = self.exception = self.next = None  # next: see _Block._chain
+        self.op = self.result = self.exception = None
         self.exited = False
+        self.loads = 0  # loads since this thread last waited or yielded (spin)
         self.ordinal, self.gtid = ordinal, (ordinal, tid)
         self.epoch = self.wepoch = self.gepoch = 0
         self.tick()
@@ -295,21 +260,40 @@ class _Worker(threading.Thread):
                     self.bidx, self.gepoch)
 
     def run(self):
+        """Run assigned kernel threads, one per switch from the scheduler, forever."""
         while True:
-            self.job.acquire()
-            try:
-                with np.errstate(all="ignore", divide="raise" if self.debug else "ignore"):
-                    self.target()
-            except BaseException as e:  # reported like the stock simulator does
-                if not isinstance(e, SimulatorError):
-                    where_ = f"tid={list(self.threadIdx)} ctaid={list(self.blockIdx)}"
-                    try:
-                        e = type(e)(f"{where_}: {e}" if str(e) else where_)
-                    except Exception:  # an exception type that wants other arguments: keep it
-                        pass
-                self.exception = (e, sys.exc_info()[2])
-            finally:
-                self.block.exit(self)  # also puts this worker back in _idle
+            debug = self.debug
+            with np.errstate(all="ignore", divide="raise" if debug else "ignore"):
+                while self.debug == debug:
+                    self._run_kernel()
+                    self.block.exit(self)
+                    self.block = self.target = None  # drop the kernel's arguments
+                    _pool().append(self)
+                    self.parent.switch()  # idle until start_block assigns the next thread
+
+    def _run_kernel(self):
+        try:
+            self.target()
+        except BaseException as e:  # reported like the stock simulator does
+            if not isinstance(e, SimulatorError):
+                where_ = f"tid={list(self.threadIdx)} ctaid={list(self.blockIdx)}"
+                try:
+                    e = type(e)(f"{where_}: {e}" if str(e) else where_)
+                except Exception:  # an exception type that wants other arguments: keep it
+                    pass
+            self.exception = (e, sys.exc_info()[2])
+
+    def spin(self):
+        """Called by the array proxies after ``memory.SPIN_LOADS`` loads without a wait: let
+        the other ready threads run first (this one may be spinning on a value one of them is
+        to write)."""
+        self.loads = 0
+        ready = self.block.ready
+        if ready and self.block.error is None:
+            ready.append(self)
+            self.parent.switch()
+            if self.block.error is not None:
+                raise _Abort()
 
     def _barrier(self, kind, value=None):
         if type(value) is Indeterminate:
@@ -342,105 +326,115 @@ class _Worker(threading.Thread):
 class _Grid:
     """The grid-wide barrier of a cooperative launch, whose blocks all run at once. A block
     arrives when every live thread of it waits at ``grid_sync``; when every block that has
-    not finished has arrived, :meth:`release` frees them all as one wake-up chain. Locks are
-    taken block, then grid (never a block's lock while holding the grid's)."""
+    not finished has arrived, :meth:`release` frees them all."""
 
     def __init__(self, blocks):
-        self.lock = threading.Lock()
-        self.changed = threading.Condition(self.lock)
         self.blocks = []            # filled by run_grid
         self.live = blocks          # blocks with a live thread
         self.arrived = 0            # of them, blocks waiting at the barrier
         self.error = None           # the first block's error (run_grid raises it)
 
     def arrive(self):
-        with self.lock:
-            self.arrived += 1
-            return self._complete()
+        self.arrived += 1
+        self._complete()
 
     def leave(self, arrived):
-        with self.lock:
-            self.live -= 1
-            self.arrived -= arrived
-            self.changed.notify()
-            return self._complete()
+        self.live -= 1
+        self.arrived -= arrived
+        self._complete()
 
     def _complete(self):
         if self.arrived and self.arrived == self.live:
             self.arrived = 0
-            return True
-        return False
+            self.release()
 
     def fail(self, error):
-        with self.lock:
-            if self.error is None:
-                self.error = error
-            self.changed.notify()
+        if self.error is None:
+            self.error = error
+            for b in self.blocks:
+                b._fail(error)
 
-    def release(self, me):
-        """Free every thread waiting at the grid barrier (``me``, the caller, is awake)."""
-        woken = []
+    def release(self):
+        """Free every thread waiting at the grid barrier."""
         for b in self.blocks:
-            with b.lock:
-                if b.at_grid and b.error is None:
-                    b.at_grid = False
-                    waiting, b.barrier = b.barrier, []
-                    for t in waiting:
-                        t.epoch += 1
-                        t.gepoch += 1
-                        t.tick()
-                        b._release(t, None)
-                    if memory.observers:
-                        memory.notify_event("barrier")
-                woken += [t for t in b.woken if t is not me]
-                b.woken = []
-        for a, b in zip(woken, woken[1:] + [None]):
-            a.next = b
-        _wake(woken[0] if woken else None)
+            if b.at_grid and b.error is None:
+                b.at_grid = False
+                waiting, b.barrier = b.barrier, []
+                for t in waiting:
+                    t.epoch += 1
+                    t.gepoch += 1
+                    t.tick()
+                    b._release(t, None)
+                if memory.observers:
+                    memory.notify_event("barrier")
+
+
+class ThreadAPI:
+    """Members of the simulator's ``FakeCUDAModule`` (the ``cuda`` a kernel sees) that read
+    the simulated thread: the current greenlet, where the stock simulator reads the current OS
+    thread."""
+
+    threadIdx = property(lambda self: getcurrent().threadIdx)
+    blockIdx = property(lambda self: getcurrent().blockIdx)
+    laneid = property(lambda self: getcurrent().lane)
+
+    def syncthreads(self):
+        getcurrent().syncthreads()
+
+    def syncthreads_count(self, val):
+        return getcurrent().syncthreads_count(val)
+
+    def syncthreads_and(self, val):
+        return getcurrent().syncthreads_and(val)
+
+    def syncthreads_or(self, val):
+        return getcurrent().syncthreads_or(val)
 
 
 def current():
     """The simulated thread running this code (``RuntimeError`` outside a kernel)."""
-    t = threading.current_thread()
+    t = getcurrent()
     if getattr(t, "block", None) is None:
         raise RuntimeError("called outside a running simulated kernel")
     return t
 
 
-_idle = []  # workers waiting for a block; guarded by _idle_lock
-_idle_lock = threading.Lock()
-
-
-def start_block(fn, name, grid_point, block_dim, ordinal, debug, args, launch, grid=None):
-    """Start block ``grid_point`` of a launch (its ``ordinal``-th) on pooled workers."""
+def start_block(fn, name, grid_point, block_dim, ordinal, debug, args, launch, ready,
+                grid=None):
+    """Make the threads of block ``grid_point`` of a launch (its ``ordinal``-th) and queue
+    them in ``ready``, thread 0 first."""
     bx, by, _ = block_dim
     points = sorted(np.ndindex(*block_dim), key=lambda p: p[0] + bx * (p[1] + by * p[2]))
-    with _idle_lock:
-        workers = [_idle.pop() for _ in range(min(len(points), len(_idle)))]
-    workers += [_Worker() for _ in range(len(points) - len(workers))]
 
     def target():
         fn(*args)
 
-    block = _Block(name, grid_point, workers, launch.dynshared, grid)
-    for tid, (w, p) in enumerate(zip(workers, points)):
-        w.assign(block, target, debug, grid_point, p, tid, ordinal, launch)
-    for w in workers:
-        w.job.release()
+    block = _Block(name, grid_point, len(points), ready, launch.dynshared, grid)
+    pool, block_idx = _pool(), Dim3(*grid_point)
+    threads = block.threads = [pool.pop() if pool else _Thread() for _ in points]
+    for tid, (t, p) in enumerate(zip(threads, points)):
+        t.assign(block, target, debug, block_idx, p, tid, ordinal, launch)
+    block.lanes = [threads[w:w + 32] for w in range(0, len(threads), 32)]
+    ready.extend(threads)
     return block
 
 
-def finish_block(block):
-    """Sleep until ``block`` is done; return its first error (None if it ran through)."""
-    with block.lock:
-        while block.live and block.error is None:
-            block.done.wait()
-        error = block.error
-        if error is not None:  # let the woken threads leave; busy ones get a moment
-            deadline = time.monotonic() + 0.5
-            while block.live and time.monotonic() < deadline:
-                block.done.wait(0.05)
-    return error
+_pools = threading.local()
+
+
+def _pool():
+    """The idle simulated threads of the calling OS thread (a greenlet runs only there)."""
+    try:
+        return _pools.idle
+    except AttributeError:
+        _pools.idle = []
+        return _pools.idle
+
+
+def _schedule(ready):
+    """Run the queued threads in turn until none is ready (each runs until it waits or ends)."""
+    while ready:
+        ready.popleft().switch()
 
 
 def _raise(error):
@@ -450,28 +444,21 @@ def _raise(error):
 
 
 def run_block(fn, name, grid_point, block_dim, ordinal, debug, args, launch):
-    """Run one block and sleep until it is done; re-raise the first error of its threads."""
-    error = finish_block(start_block(fn, name, grid_point, block_dim, ordinal, debug, args,
-                                     launch))
-    if error is not None:
-        _raise(error)
+    """Run one block to its end; re-raise the first error of its threads."""
+    ready = deque()
+    block = start_block(fn, name, grid_point, block_dim, ordinal, debug, args, launch, ready)
+    _schedule(ready)
+    if block.error is not None:
+        _raise(block.error)
 
 
 def run_grid(fn, name, grid_points, block_dim, debug, args, launch):
     """Run every block of a cooperative launch at once (``cg.this_grid().sync()`` waits for
     all of them); re-raise the first error."""
+    ready = deque()
     grid = _Grid(len(grid_points))
-    grid.blocks = [start_block(fn, name, p, block_dim, i, debug, args, launch, grid)
+    grid.blocks = [start_block(fn, name, p, block_dim, i, debug, args, launch, ready, grid)
                    for i, p in enumerate(grid_points)]
-    with grid.lock:
-        while grid.live and grid.error is None:
-            grid.changed.wait()
-        error = grid.error
-    if error is not None:  # stop the other blocks (their threads may wait at the barrier)
-        for b in grid.blocks:
-            with b.lock:
-                b._fail(error)
-    for b in grid.blocks:
-        finish_block(b)
-    if error is not None:
-        _raise(error)
+    _schedule(ready)
+    if grid.error is not None:
+        _raise(grid.error)

@@ -1,7 +1,7 @@
 """The compiled path: a kernel's threads as loops of machine code, the sanitizer still on.
 
-The checked interpreter (``blocks.py``) runs one OS thread per CUDA thread and observes every
-element access through a Python proxy: faithful, and about a millisecond per thread. This
+The checked interpreter (``blocks.py``) runs every CUDA thread as Python (a greenlet) and
+observes every element access through a Python proxy: faithful, and microseconds per access. This
 module runs the same kernel source as MCUDA does (Stratton et al., 2008), compiled with Numba's
 CPU target:
 

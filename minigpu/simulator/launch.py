@@ -229,7 +229,7 @@ def check_launch(fn, name, grid_dim, block_dim, dynshared):
 # at once. The device modelled is an H200 (sm_90): 132 multiprocessors, each holding at most
 # 32 blocks, 64 warps and 228 KiB of shared memory (1 KiB of it reserved per block).
 SMS, BLOCKS_PER_SM, WARPS_PER_SM, SHARED_PER_SM = 132, 32, 64, 228 * 1024
-SIM_COOPERATIVE_THREADS = 4096  # the simulator runs them all at once, one OS thread each
+SIM_COOPERATIVE_THREADS = 4096  # the simulator keeps them all alive at once
 
 
 def max_cooperative_blocks(block_dim, shared=0):

@@ -25,7 +25,7 @@ initcheck
 racecheck
     Each access is recorded in a shadow map keyed by byte address (so views and aliases of one
     buffer meet): the last write, up to two recent reads, the same-value stores since that
-    write and, when the last write is an atomic, an earlier atomic of another thread, each with the thread's logical clock (``blocks._Worker.tick``) and source line.
+    write and, when the last write is an atomic, an earlier atomic of another thread, each with the thread's logical clock (``blocks._Thread.tick``) and source line.
     ``rules.unordered`` decides whether two accesses of different threads can happen in either
     order; a conflict (at least one writes) is a ``RaceError`` unless it is a store of the
     bytes already there (``rules.same_value_store``). Atomics never conflict with each other.
@@ -49,6 +49,8 @@ import linecache
 import re
 import sys
 import threading
+
+from greenlet import getcurrent
 from typing import NamedTuple
 
 import numpy as np
@@ -59,9 +61,8 @@ from .indeterminate import Indeterminate
 from .rules import same_value_store, unordered
 from .sites import Op, _internal, where
 
-_current = threading.current_thread
-_threads = threading._active  # thread id -> Thread: current_thread() without the call
-_ident = threading.get_ident
+_current = getcurrent  # the simulated thread (blocks._Thread) running the kernel
+SPIN_LOADS = 10_000  # loads and atomics of a thread without a wait before it lets others run
 _getframe = sys._getframe
 _int = int
 _tuple = tuple
@@ -414,9 +415,13 @@ class Array:
         pk = self.pk
         if pk and (v == self.pval if pk == 2 else v != v and v.view(self.pu) == self.pbits):
             v = self._uninit(idx, addr)
+        t = _current()
+        t.loads += 1
+        if t.loads >= SPIN_LOADS:
+            t.spin()
         shadow = self.shadow
         if shadow is not None:
-            c = _threads[_ident()].clk
+            c = t.clk
             e = shadow.get(addr)
             if e is None:
                 f = _getframe(1)
@@ -447,24 +452,22 @@ class Array:
             return
         shadow = self.shadow
         if shadow is not None:
-            c = _threads[_ident()].clk
+            c = _current().clk
             f = _getframe(1)
             rec = (c, f.f_code.co_filename, f.f_lineno, False)
-            # Racecheck's verdict and the store are one step: a thread switched out between
-            # them (the interpreter preempts simulated threads anywhere) would leave another
-            # thread judging its store against a record whose value is not in memory yet.
-            with _atomic_lock:
-                e = shadow.get(addr)
-                if e is None:
-                    shadow[addr] = [rec, None, None, None, None]
-                else:
-                    w = e[0]
-                    if w is None or w[0] is not c or e[1] is not None or e[3] is not None \
-                            or e[4] is not None:
-                        self._write(e, rec, idx, value)
-                    else:  # the same thread rewriting in the same interval: nothing new
-                        e[0] = rec
-                _store(self.a, idx, value)
+            # Racecheck's verdict and the store are one step: no other simulated thread runs
+            # between them (threads switch only where they wait, blocks.py).
+            e = shadow.get(addr)
+            if e is None:
+                shadow[addr] = [rec, None, None, None, None]
+            else:
+                w = e[0]
+                if w is None or w[0] is not c or e[1] is not None or e[3] is not None \
+                        or e[4] is not None:
+                    self._write(e, rec, idx, value)
+                else:  # the same thread rewriting in the same interval: nothing new
+                    e[0] = rec
+            _store(self.a, idx, value)
         else:
             _store(self.a, idx, value)
         if observers:
@@ -509,6 +512,10 @@ class Array:
             raise TypeError(f"atomic on a sub-array of '{self.name}' (index {idx!r})")
         if type(val) is Indeterminate:
             val.use(f"given to an atomic on {self._describe(idx)}")
+        t = _current()
+        t.loads += 1
+        if t.loads >= SPIN_LOADS:
+            t.spin()
         with _atomic_lock:
             old = self.a[idx]
             pk = self.pk
@@ -805,22 +812,21 @@ def shared_array(self, shape, dtype, alignment=None):
         return Array(a, _name_at(caller, "dynamic shared"), "shared", block.shared_shadow,
                      taint=block.taint)
     key = (caller.f_code.co_filename, caller.f_lineno)
-    with block.lock:
-        arr = block.shared.get(key)
-        if arr is None:
-            a = fill_poison(np.empty(shape, dtype))
-            block.static_bytes += a.nbytes
-            total = block.static_bytes + block.dynshared.size
-            if total > STATIC_SHARED_LIMIT:
-                raise LaunchConfigError(
-                    f"kernel '{getattr(launch, 'name', '?')}': {total} bytes of shared memory "
-                    f"per block (this array: {a.nbytes} bytes at {where((key + ('',),))}); "
-                    f"a block may use at most {STATIC_SHARED_LIMIT} bytes (48 KiB).")
-            arr = a
-            if checked:
-                arr = Array(a, _name_at(caller, "shared"), "shared", block.shared_shadow,
-                            taint=block.taint)
-            block.shared[key] = arr
+    arr = block.shared.get(key)
+    if arr is None:
+        a = fill_poison(np.empty(shape, dtype))
+        block.static_bytes += a.nbytes
+        total = block.static_bytes + block.dynshared.size
+        if total > STATIC_SHARED_LIMIT:
+            raise LaunchConfigError(
+                f"kernel '{getattr(launch, 'name', '?')}': {total} bytes of shared memory "
+                f"per block (this array: {a.nbytes} bytes at {where((key + ('',),))}); "
+                f"a block may use at most {STATIC_SHARED_LIMIT} bytes (48 KiB).")
+        arr = a
+        if checked:
+            arr = Array(a, _name_at(caller, "shared"), "shared", block.shared_shadow,
+                        taint=block.taint)
+        block.shared[key] = arr
     return arr
 
 

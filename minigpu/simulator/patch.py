@@ -1,6 +1,6 @@
 """How :func:`minigpu.simulator.install` patches Numba's CUDA simulator: :func:`check` that its
 internals are the expected ones, then :func:`apply` the sanitizer's parts over them (the launch,
-checked arrays, pooled threads and barriers, warp intrinsics). Imported only under
+checked arrays, simulated threads and barriers, warp intrinsics). Imported only under
 ``NUMBA_ENABLE_CUDASIM=1``: the parts import Numba.
 """
 from __future__ import annotations
@@ -63,6 +63,9 @@ def apply(cuda, _set):
     _set(kernel_mod.FakeCUDAKernel, "overloads", property(launch.overloads))
     _set(kernel_mod.FakeCUDAKernel, "forall", launch.forall)
     _set(kernelapi.GridGroup, "sync", lambda self: blocks.current().grid_sync())
+    for name, member in vars(blocks.ThreadAPI).items():
+        if not name.startswith("_"):
+            _set(kernelapi.FakeCUDAModule, name, member)
     stock_jit = api.jit
     jit = launch.jit_recording_signature(stock_jit)
     for owner in (api, simpkg, cuda):

@@ -2,32 +2,34 @@
 warp-level or block-level operation a thread waits in."""
 import os
 import sys
-import threading
 
 FULL_MASK = 0xFFFFFFFF
 BARRIERS = ("syncthreads", "syncthreads_count", "syncthreads_and", "syncthreads_or", "grid_sync")
 
 _SKIP = [os.path.dirname(os.path.abspath(__file__)) + os.sep]  # + numba's simulator, by install
-_THREADING_FILE = threading.__file__
+_INTERNAL = {}  # file name -> whether it is under one of _SKIP
 
 
 def skip_dir(path):
     """Frames from files under ``path`` are simulator internals, not the user's code."""
     if path not in _SKIP:
         _SKIP.append(path)
+        _INTERNAL.clear()
 
 
 def _internal(name):
-    return any(name.startswith(p) for p in _SKIP)
+    internal = _INTERNAL.get(name)
+    if internal is None:
+        internal = _INTERNAL[name] = any(name.startswith(p) for p in _SKIP)
+    return internal
 
 
 def site(depth=2):
-    """The user's call stack (innermost first) as ((file, line, function), ...)."""
+    """The user's call stack (innermost first) as ((file, line, function), ...): a simulated
+    thread's stack starts at ``blocks._Thread.run``, so it ends at the kernel."""
     out, f = [], sys._getframe(depth)
     while f is not None:
         name = f.f_code.co_filename
-        if name == _THREADING_FILE:
-            break
         if not _internal(name):
             out.append((name, f.f_lineno, f.f_code.co_name))
         f = f.f_back

@@ -21,6 +21,8 @@ import sys
 import threading
 from typing import NamedTuple
 
+from greenlet import getcurrent
+
 from . import memory
 
 SECTOR, BANKS, WARP = 32, 32, 32
@@ -138,7 +140,7 @@ class Trace:
         key = (access.block, tid, access.site, access.kind, access.array_id)
         n = self._seen.get(key, 0)
         self._seen[key] = n + 1
-        phase = getattr(threading.current_thread(), "epoch", 0)
+        phase = getattr(getcurrent(), "epoch", 0)
         self.touches.append(Touch(launch, access.kernel, access.array,
                                   access.space, access.kind, access.offset, access.itemsize,
                                   access.site, access.block, access.thread, tid, phase, n))

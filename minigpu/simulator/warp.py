@@ -19,9 +19,9 @@ other live lane of the warp is blocked elsewhere or has exited (the simulator's 
 "converged"). ``popc``/``ffs`` are fixed for negative (int32) masks, which the stock versions
 miscount. ``syncwarp`` also orders the memory accesses of the lanes it synchronises (racecheck).
 """
-import threading
 
 import numpy as np
+from greenlet import getcurrent
 
 from .errors import SyncError
 from .indeterminate import Indeterminate
@@ -77,7 +77,7 @@ def warp_results(kind, ops):
 
 
 def _current(kind):
-    t = threading.current_thread()
+    t = getcurrent()
     if getattr(t, "block", None) is None:
         raise RuntimeError(f"cuda.{kind}() called outside a running kernel")
     return t

@@ -61,7 +61,7 @@ MIN_HEAD_DIM = 16
 # 4*16*129 + 2*16*16 words = 34.3 KiB. float64 halves the rows to stay under 48 KiB.
 PRODUCTION = {np.dtype(np.float32): dict(fwd=(16, 32), bwd=(16, 16), TD=16),
               np.dtype(np.float64): dict(fwd=(8, 16), bwd=(8, 8), TD=16)}
-# The simulator runs one OS thread per CUDA thread: small tiles (tests also run PRODUCTION).
+# The simulator interprets every CUDA thread: small tiles (tests also run PRODUCTION).
 SIMULATOR_TILES = dict(fwd=(4, 8), bwd=(4, 4), TD=4)
 
 

@@ -62,7 +62,7 @@ latency, small enough that several blocks fit on one SM."""
 MAX_BLOCKS = 65535
 """Grid cap: past it, each thread of a grid-stride loop handles several elements."""
 SIM_BLOCK, SIM_MAX_BLOCKS = 32, 2
-"""Under the simulator every CUDA thread is an OS thread: one warp per block, two blocks, and
+"""Under the simulator every CUDA thread is interpreted Python: one warp per block, two blocks, and
 the grid-stride loop covers the rest (same results, far fewer threads to start)."""
 
 

@@ -40,7 +40,7 @@ MAX_GRID_Z = 65535  # gridDim.z limit; larger batches loop inside the kernel
 # configuration, dict(BM=64, BN=64, BK=8, TM=4, TN=4) (80 registers, 37.5 %, 2 FMAs per load),
 # is the one to compare against (``python -m minigpu.tools.bench --suite ops``).
 PRODUCTION = dict(BM=128, BN=128, BK=8, TM=8, TN=8)
-# The simulator runs one OS thread per CUDA thread: same kernel, 64-thread blocks when no tile
+# The simulator interprets every CUDA thread: same kernel, 64-thread blocks when no tile
 # is given (the lesson's variant); the primitive ``matmul`` picks its tiles by shape there
 # (``simulator_tiles``, below). Tests run PRODUCTION explicitly.
 SIMULATOR_DEFAULT = dict(BM=16, BN=16, BK=4, TM=2, TN=2)
@@ -280,7 +280,7 @@ def simulator_tiles(M, N, K, nbatch=1) -> tuple:
     TM, TN)``: the one of :data:`SIMULATOR_TILES` with the least predicted cost.
 
     On a GPU a thread that only pads an edge tile is nearly free and PRODUCTION's 128 x 128
-    tile is right; on the simulator every CUDA thread is an OS thread and costs the same
+    tile is right; on the simulator every CUDA thread is interpreted and costs the same
     whether it works or pads, so the tile must fit the matrix: a (2 x 64) @ (64 x 256) layer
     of batch 2 runs as 2 x 64 tiles of 16 threads instead of 16 x 16 tiles of 64 threads, 8
     times fewer simulated threads and a tenth of the time. Same kernel, same checks."""

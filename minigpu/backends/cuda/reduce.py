@@ -51,7 +51,7 @@ from .device import SIMULATOR, WARP_SIZE, current_stream, empty
 from .kernelspec import KernelSpec, reported
 
 PRODUCTION_BLOCK = 256   # threads per block on a GPU
-# The simulator runs one OS thread per CUDA thread: by default it gets smaller blocks (same
+# The simulator interprets every CUDA thread: by default it gets smaller blocks (same
 # kernels, other factory parameters); tests pass max_block=PRODUCTION_BLOCK to run the real one.
 MAX_BLOCK = 64 if SIMULATOR else PRODUCTION_BLOCK
 COLUMN_SPLIT = 8         # K-split (block y) of the column kernel for few, long columns
