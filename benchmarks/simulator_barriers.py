@@ -68,7 +68,7 @@ def main():
     print("                    first launch   best launch")
     print(f"stock simulator   : {stock[0]:9.3f} s   {min(stock):9.3f} s")
     print(f"patched simulator : {patched[0]:9.3f} s   {min(patched):9.3f} s"
-          "   (first launch also starts the thread pool)")
+          "   (first launch also creates the pool of simulated threads)")
     print(f"speed-up          : {stock[0] / patched[0]:9.2f}x   {min(stock) / min(patched):9.2f}x")
 
 

@@ -53,7 +53,7 @@ def kernels(repeat):
     rows = []
     for checks in (True, False):
         config.CHECKS = checks
-        barrier_heavy[BLOCKS, THREADS](out)  # warm the thread pool
+        barrier_heavy[BLOCKS, THREADS](out)  # fill the pool of simulated threads
         np.testing.assert_array_equal(out, expected())
         rows.append((checks, best(lambda: barrier_heavy[BLOCKS, THREADS](out), repeat),
                      best(lambda: scale[64, 64](y, x), repeat)))

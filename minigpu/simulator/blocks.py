@@ -70,7 +70,7 @@ class _Block:
         self.quiescing = []  # threads waiting until every other one is blocked or done
         # lane -> thread waiting in a warp intrinsic, per warp
         self.pending = [{} for _ in range((nthreads + 31) // 32)]
-        self.error = None  # a SyncError, or the _Thread whose kernel code raised
+        self.error = None  # a SyncError, or (exception, traceback) of the kernel code
         self.at_grid = False  # every live thread waits at the grid barrier (cooperative)
 
     # -- called by the threads -------------------------------------------------------------
@@ -102,7 +102,7 @@ class _Block:
         t.exited = True
         self.live -= 1
         if t.exception is not None and not isinstance(t.exception[0], _Abort):
-            self._fail(t)
+            self._fail(t.exception)
         elif self.error is None:
             self._try_barrier()
             for u in list(self.pending[t.warp].values()):
@@ -265,9 +265,10 @@ class _Thread(greenlet):
             debug = self.debug
             with np.errstate(all="ignore", divide="raise" if debug else "ignore"):
                 while self.debug == debug:
-                    self._run_kernel()
+                    if self.block.error is None:  # else its block failed before its turn
+                        self._run_kernel()
                     self.block.exit(self)
-                    self.block = self.target = None  # drop the kernel's arguments
+                    self.block = self.target = self.exception = None  # drop the kernel's data
                     _pool().append(self)
                     self.parent.switch()  # idle until start_block assigns the next thread
 
@@ -440,7 +441,7 @@ def _schedule(ready):
 def _raise(error):
     if isinstance(error, SyncError):
         raise error
-    raise error.exception[0].with_traceback(error.exception[1])
+    raise error[0].with_traceback(error[1])
 
 
 def run_block(fn, name, grid_point, block_dim, ordinal, debug, args, launch):

@@ -175,12 +175,13 @@ class Array:
 
     __slots__ = ("a", "name", "space", "shadow", "root", "ptr", "shape", "strides", "ndim",
                  "size", "dtype", "itemsize", "n0", "s0", "n1", "s1", "pk", "pu", "pbits", "pval",
-                 "taint")
+                 "taint", "shared_by_threads")
 
     __cuda_ndarray__ = True  # as the stock FakeCUDAArray
 
     def __init__(self, a, name, space, shadow, root=None, taint=None):
         self.a, self.name, self.space, self.shadow = a, name, space, shadow
+        self.shared_by_threads = space != "local"
         self.ptr = a.__array_interface__["data"][0]
         self.root = self.ptr if root is None else root
         self.shape, self.strides, self.ndim = a.shape, a.strides, a.ndim
@@ -415,12 +416,13 @@ class Array:
         pk = self.pk
         if pk and (v == self.pval if pk == 2 else v != v and v.view(self.pu) == self.pbits):
             v = self._uninit(idx, addr)
-        t = _current()
-        t.loads += 1
-        if t.loads >= SPIN_LOADS:
-            t.spin()
+        if self.shared_by_threads:  # another thread may write it: count towards a spin
+            t = _current()
+            t.loads += 1
+            if t.loads >= SPIN_LOADS:
+                t.spin()
         shadow = self.shadow
-        if shadow is not None:
+        if shadow is not None:  # global or shared memory (a local array has no shadow)
             c = t.clk
             e = shadow.get(addr)
             if e is None:
