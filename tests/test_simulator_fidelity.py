@@ -144,6 +144,32 @@ def test_math_and_round_keep_float32():
     assert out[0] == 1
 
 
+@cuda.jit(device=True)
+def widen(v):
+    return float32(v) + int32(1)
+
+
+@cuda.jit
+def numba_scalar_types(out, x):
+    i = cuda.threadIdx.x
+    local = cuda.local.array(2, float32)
+    local[0] = widen(x[i])
+    out[i] = local[0] if type(local[0]) is np.float32 and type(int32(x[i])) is np.int32 else -1
+
+
+def test_numba_scalar_types_cast_as_numpy_and_are_restored_after_the_launch():
+    """``float32(x)`` in a kernel or device function is NumPy's cast (the simulator swaps the
+    Numba type for it while the launch runs, with the device function's other swaps) and
+    after the launch the module's globals hold Numba's types and ``numba.cuda`` again."""
+    x = np.arange(4, dtype=np.float64) + 0.5
+    out = np.zeros(4, np.float32)
+    numba_scalar_types[1, 4](out, x)
+    np.testing.assert_array_equal(out, (x + 1).astype(np.float32))
+    from numba.core import types
+    assert globals()["float32"] is types.float32 and globals()["int32"] is types.int32
+    assert globals()["cuda"] is sys.modules["numba.cuda"]
+
+
 @cuda.jit
 def local_constant_shapes(out):
     n = 16

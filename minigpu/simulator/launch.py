@@ -44,6 +44,7 @@ import threading
 import time
 
 import numpy as np
+from numba.core import types as _numba_types
 
 from . import config, fast, ieee, memory, rules
 from .blocks import run_block, run_grid
@@ -72,8 +73,14 @@ def launch(self, *args):
     """``FakeCUDAKernel.__call__``: a device-function call, or a kernel launch."""
     kernel_mod, kernelapi, devicearray, _ = _sim
     if self._device or kernel_mod._kernel_context:
-        with swapped(self.fn, kernel_mod._get_kernel_context()):
-            return self.fn(*args)
+        held = getattr(_running, "device_swaps", None)
+        if held is None:  # not inside a launch of ours: swap for this call only
+            with swapped(self.fn, kernel_mod._get_kernel_context()):
+                return self.fn(*args)
+        if self.fn not in held.functions:  # swapped from its first call to the launch's end
+            held.functions.add(self.fn)
+            held.enter_context(swapped(self.fn, kernel_mod._get_kernel_context()))
+        return self.fn(*args)
     from numba.cuda.errors import normalize_kernel_dimensions
     grid_dim, block_dim = normalize_kernel_dimensions(self.grid_dim, self.block_dim)
     name = getattr(self.fn, "__qualname__", getattr(self.fn, "__name__", "?"))
@@ -101,13 +108,17 @@ def launch(self, *args):
         observed = bool(memory.observers)
         if observed:
             memory.notify_event("launch", name, grid_dim, block_dim)
-        with swapped(self.fn, fake):
-            if cooperative:
-                run_grid(self.fn, name, points, block_dim, self._debug, fake_args, state)
-            else:
-                for ordinal, point in enumerate(points):
-                    run_block(self.fn, name, point, block_dim, ordinal, self._debug, fake_args,
-                              state)
+        outer = getattr(_running, "device_swaps", None)
+        try:
+            with swapped(self.fn, fake), _DeviceSwaps() as _running.device_swaps:
+                if cooperative:
+                    run_grid(self.fn, name, points, block_dim, self._debug, fake_args, state)
+                else:
+                    for ordinal, point in enumerate(points):
+                        run_block(self.fn, name, point, block_dim, ordinal, self._debug,
+                                  fake_args, state)
+        finally:
+            _running.device_swaps = outer
         memory.check_kept(state)
         if observed:
             memory.notify_event("end")
@@ -115,6 +126,19 @@ def launch(self, *args):
                           time.perf_counter() - started)
         for wb in retr:
             wb()
+
+
+class _DeviceSwaps(contextlib.ExitStack):
+    """The swaps (:func:`swapped`) of the device functions a running launch has called, held
+    until the launch ends: a device function called once per element (the engine's maps)
+    then pays for its swap once, not at every call."""
+
+    def __init__(self):
+        super().__init__()
+        self.functions = set()
+
+
+_running = threading.local()  # device_swaps: the _DeviceSwaps of this OS thread's launch
 
 
 def _scalar(arg, numba_type):
@@ -448,7 +472,14 @@ KERNEL_BUILTINS = {**ieee.BUILTINS, "print": device_print}
 def _replacement(value, fake):
     if value is _cuda:
         return fake
+    if isinstance(value, (_numba_types.Float, _numba_types.Integer)):
+        return _NUMPY_SCALARS.get(value.name)  # float32(x): NumPy's cast, not Numba's detour
     return ieee.SWAPS.get(id(value))
+
+
+_NUMPY_SCALARS = {name: getattr(np, name) for name in (
+    "float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16",
+    "uint32", "uint64")}
 
 
 @contextlib.contextmanager
