@@ -80,6 +80,23 @@ def test_every_simulator_tile_is_a_valid_kernel_and_skinny_products_get_thin_til
     assert MM.simulator_tiles(256, 2, 64)[1] == 2          # and BN fits N = 2
 
 
+def test_the_compiled_path_picks_its_tiles_from_a_short_menu(monkeypatch):
+    """Under ``MINIGPU_SIM_FAST=always`` each tile shape is one more kernel to compile: the
+    primitive picks the tiles of every shape from ``COMPILED_TILES`` (the checked path from
+    every valid tiling)."""
+    chosen = []
+    monkeypatch.setattr(MM, "matmul_register_tiled", lambda a, b, *tiles: chosen.append(tiles))
+    monkeypatch.setattr(MM.sim_config, "FAST", "always")
+    shapes = [(2, 256, 64), (64, 120, 400), (784, 400, 128), (6, 784, 25), (128, 20, 400)]
+    for M, N, K in shapes:
+        a, b = np.ones((1, M, K), np.float32), np.ones((1, K, N), np.float32)
+        MM.matmul(contract.dense(cuda.from_numpy(a), a.shape),
+                  contract.dense(cuda.from_numpy(b), b.shape))
+    menu = {tuple(t.values()) for t in MM.COMPILED_TILES}
+    assert len(chosen) == len(shapes) and set(chosen) <= menu and len(set(chosen)) > 1
+    assert not {MM.simulator_tiles(M, N, K) for M, N, K in shapes} <= menu
+
+
 def dense(a):
     a = np.ascontiguousarray(a, dtype=np.float32)
     return ViewSpec(a.reshape(-1), a.shape, contract.contiguous_strides(a.shape), 0)

@@ -23,6 +23,7 @@ import functools
 import numpy as np
 from numba import cuda
 
+from ...simulator import config as sim_config
 from ..contract import View
 from . import memory
 from .blocks import numba_type
@@ -274,17 +275,30 @@ SIMULATOR_TILES = [dict(BM=bm, BN=bn, BK=bk, TM=tm, TN=tn)
 """The tile shapes the simulator chooses from: every valid tiling of at most 256 threads."""
 
 
+COMPILED_TILES = [dict(BM=8, BN=16, BK=16, TM=4, TN=4), dict(BM=16, BN=16, BK=32, TM=4, TN=4),
+                  dict(BM=64, BN=16, BK=32, TM=4, TN=4)]
+"""The tile shapes the simulator's compiled path (``MINIGPU_SIM_FAST=always``, the demos'
+training runs) chooses from. There each tile shape is one more kernel to compile (10-15 s on 2
+cores), and a training step's products come in many shapes: a LeNet step and a VAE step need
+17 tile shapes of :data:`SIMULATOR_TILES`, and by :data:`SIMULATOR_COST` these three cost their
+22 products 4 % more than each product's own best tile. Measured from an empty cache on 2
+cores (``docs/simulator.md``): the LeNet step's first call 260 s -> 111 s, the VAE step's
+151 s -> 100 s, each step after it no slower."""
+
+
 @functools.lru_cache(maxsize=4096)
-def simulator_tiles(M, N, K, nbatch=1) -> tuple:
+def simulator_tiles(M, N, K, nbatch=1, compiled=False) -> tuple:
     """The tile shape the simulator runs an (M x K) @ (K x N) product with, as ``(BM, BN, BK,
-    TM, TN)``: the one of :data:`SIMULATOR_TILES` with the least predicted cost.
+    TM, TN)``: the one of :data:`SIMULATOR_TILES` (``compiled``: of :data:`COMPILED_TILES`)
+    with the least predicted cost.
 
     On a GPU a thread that only pads an edge tile is nearly free and PRODUCTION's 128 x 128
     tile is right; on the simulator every CUDA thread is interpreted and costs the same
     whether it works or pads, so the tile must fit the matrix: a (2 x 64) @ (64 x 256) layer
     of batch 2 runs as 2 x 64 tiles of 16 threads instead of 16 x 16 tiles of 64 threads, 8
     times fewer simulated threads and a tenth of the time. Same kernel, same checks."""
-    best = min(SIMULATOR_TILES, key=lambda t: simulator_cost(M, N, K, nbatch, **t))
+    menu = COMPILED_TILES if compiled else SIMULATOR_TILES
+    best = min(menu, key=lambda t: simulator_cost(M, N, K, nbatch, **t))
     return tuple(best.values())
 
 
@@ -294,5 +308,6 @@ def matmul(a: View, b: View):
     if not SIMULATOR:
         return matmul_register_tiled(a, b)
     (nbatch, M, K), N = a.shape, b.shape[-1]
-    BM, BN, BK, TM, TN = simulator_tiles(M, N, max(K, 1), min(nbatch, MAX_GRID_Z))
+    BM, BN, BK, TM, TN = simulator_tiles(M, N, max(K, 1), min(nbatch, MAX_GRID_Z),
+                                         sim_config.FAST == "always")
     return matmul_register_tiled(a, b, BM, BN, BK, TM, TN)
