@@ -4,7 +4,7 @@ A simulated CUDA thread is a greenlet (:class:`_Thread`): a function with its ow
 runs until it waits (at ``syncthreads()``, a warp intrinsic, ...) or ends, and then switches
 back to the launching code, which resumes the next thread ready to run (:func:`_schedule`).
 All of a launch's threads share one OS thread, so moving from one simulated thread to the next
-is a switch of stacks in user space (about a microsecond) instead of an operating-system
+is a switch of stacks in user space (under a microsecond) instead of an operating-system
 thread waking up and taking the GIL (tens to hundreds of microseconds, more on a busy machine;
 the stock simulator starts an OS thread per CUDA thread and busy-polls them). Which thread runs
 next changes no result: the racecheck clock below does not depend on the order, and a thread
