@@ -543,9 +543,12 @@ def spin_on_a_later_thread(flag, out):
         cuda.atomic.exch(flag, 0, 1)
 
 
+@pytest.mark.parametrize("checks", [True, False])
 @pytest.mark.parametrize("n", [2, 40])
-def test_a_thread_spinning_on_a_later_threads_write_lets_it_run(n):
-    """The simulated threads run in turn (greenlets): a spinning one must yield, or this hangs."""
+def test_a_thread_spinning_on_a_later_threads_write_lets_it_run(n, checks, monkeypatch):
+    """The simulated threads run in turn (greenlets): a spinning one must yield, or this hangs
+    (with the checks off too, where arrays are plain and only the atomics count)."""
+    monkeypatch.setattr(config, "CHECKS", checks)
     out = np.zeros(n, np.int32)
     spin_on_a_later_thread[1, n](np.zeros(1, np.int32), out)
     np.testing.assert_array_equal(out, [1] * (n - 1) + [0])

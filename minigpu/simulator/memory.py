@@ -514,10 +514,7 @@ class Array:
             raise TypeError(f"atomic on a sub-array of '{self.name}' (index {idx!r})")
         if type(val) is Indeterminate:
             val.use(f"given to an atomic on {self._describe(idx)}")
-        t = _current()
-        t.loads += 1
-        if t.loads >= SPIN_LOADS:
-            t.spin()
+        _count_towards_spin()
         with _atomic_lock:
             old = self.a[idx]
             pk = self.pk
@@ -726,10 +723,21 @@ _atomic_lock = threading.RLock()
 # ----------------------------------------------------------------------------- cuda.atomic
 
 
+def _count_towards_spin():
+    """One more load of memory another thread may write: after ``SPIN_LOADS`` of them without
+    a wait, the thread lets the others run (``blocks._Thread.spin``). Plain arrays (checks
+    off) count their atomics only: a spin on a plain load is a race, which the checks report."""
+    t = _current()
+    t.loads += 1
+    if t.loads >= SPIN_LOADS:
+        t.spin()
+
+
 def _atomic(update):
     def op(self, array, index, val):
         if isinstance(array, Array):
             return array.atomic(index, lambda old: update(old, val), val)
+        _count_towards_spin()
         with _atomic_lock:
             old = array[index]
             array[index] = update(old, val)
