@@ -21,7 +21,7 @@ from numba import cuda, float32, int32  # noqa: E402
 import minigpu  # noqa: E402,F401  (installs the simulator)
 from minigpu.cuda import (LaunchConfigError, OutOfBoundsError, RaceError,  # noqa: E402
                           UninitializedReadError)
-from minigpu.simulator import config, memory  # noqa: E402
+from minigpu.simulator import config, launch, memory  # noqa: E402
 
 pytestmark = [pytest.mark.skipif(not cuda.config.ENABLE_CUDASIM, reason="tests the simulator"),
               pytest.mark.skipif(not config.CHECKS, reason="MINIGPU_SIM_CHECKS=0")]
@@ -168,6 +168,28 @@ def test_numba_scalar_types_cast_as_numpy_and_are_restored_after_the_launch():
     from numba.core import types
     assert globals()["float32"] is types.float32 and globals()["int32"] is types.int32
     assert globals()["cuda"] is sys.modules["numba.cuda"]
+
+
+@cuda.jit(device=True)
+def plus_one(v):
+    return v + 1
+
+
+@cuda.jit
+def grid_plus_one(out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = plus_one(i)
+
+
+def test_a_device_function_called_on_the_host_first_leaves_the_modules_kernels_intact():
+    """A device function called from host code runs with no kernel's ``cuda``; the module's
+    kernels launched after it must still see the simulator's ``cuda`` (``cuda.grid``)."""
+    launch._swap_keys.pop(id(globals()), None)  # as if nothing of this module had run yet
+    assert plus_one(41) == 42
+    out = np.zeros(5, np.int64)
+    grid_plus_one[2, 4](out)
+    np.testing.assert_array_equal(out, np.arange(1, 6))
 
 
 @cuda.jit

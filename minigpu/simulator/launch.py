@@ -493,7 +493,7 @@ def swapped(fn, fake):
             keys = _swap_keys.get(gid)
             if keys is None:
                 keys = _swap_keys[gid] = [k for k, v in globs.items()
-                                          if _replacement(v, fake) is not None]
+                                          if v is _cuda or _replacement(v, None) is not None]
             saved = {}
             for k in keys:
                 v = globs.get(k)

@@ -25,10 +25,13 @@ from .device import SIMULATOR, current_stream, empty, launch_1d
 from .kernelspec import KernelSpec, reported
 
 if SIMULATOR:
+    @cuda.jit(device=True)
     def uint32(value):
         """Simulator stand-in for ``numba.uint32``: the same value mod 2**32, as a Python int.
         The simulator runs the hash on NumPy scalars, whose wrapping multiply (the point of
-        the hash) raises overflow warnings; Python ints don't, and the mask wraps them."""
+        the hash) raises overflow warnings; Python ints don't, and the mask wraps them. A
+        device function, so that the simulator's compiled path compiles it too (there the
+        int is an int64 whose multiply wraps mod 2**64: the same low 32 bits)."""
         return int(value) & 0xFFFFFFFF
 else:
     from numba import uint32
