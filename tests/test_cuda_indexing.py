@@ -105,3 +105,24 @@ def test_indexing_production_launch():
                                   cpu.index_select(xc, ic))
     np.testing.assert_allclose(indexing.index_add(ig, xg, 9, **PRODUCTION).copy_to_host(),
                                cpu.index_add(ic, xc, 9), rtol=1e-6, atol=1e-6)
+
+
+def test_assign_into_a_zero_d_window_launches_a_kernel_numba_can_type(monkeypatch):
+    """``dst[...] = src`` into one element of a buffer (a 0-d window, e.g. ``x[2] = y``): the
+    scatter kernel gets the window as shape (1,), since Numba cannot type ``shape[d]`` of an
+    empty tuple (for a GPU the kernel would not compile; cuda.compile_ptx says so)."""
+    from minigpu.backends.cuda import memory as cuda_memory
+    shapes = []
+    launch = cuda_memory.launch
+    monkeypatch.setattr(cuda_memory, "launch",
+                        lambda kernel, n, *args: (shapes.append(args[1]), launch(kernel, n, *args)))
+    results = []
+    for backend in (cpu, cuda):
+        buf = backend.from_numpy(np.arange(5, dtype=np.int64))
+        dst = contract.View(buf, (), (), 2)
+        src = contract.dense(backend.from_numpy(np.array([-7], np.int64)), ())
+        backend.assign_(dst, src)
+        results.append(backend.to_numpy(contract.dense(buf, (5,))))
+    np.testing.assert_array_equal(results[0], [0, 1, -7, 3, 4])
+    np.testing.assert_array_equal(results[1], results[0])
+    assert shapes == [(1,)]

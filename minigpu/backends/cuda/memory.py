@@ -108,5 +108,7 @@ def assign_(dst: View, src: View):
     if n == 0:
         return
     dense_src = _dense_slice(src) if src.is_contiguous() else contiguous(src)
-    launch(scatter_strided_kernel, n, dense_src, tuple(dst.shape), tuple(dst.strides),
-               dst.offset, dst.buf)
+    # a 0-d window is one element: as shape (1,), since Numba cannot type an empty tuple's
+    # shape[d] (the kernel would not compile for a GPU)
+    shape, strides = (tuple(dst.shape), tuple(dst.strides)) if dst.shape else ((1,), (1,))
+    launch(scatter_strided_kernel, n, dense_src, shape, strides, dst.offset, dst.buf)
