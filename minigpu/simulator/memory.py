@@ -49,11 +49,10 @@ import linecache
 import re
 import sys
 import threading
-
-from greenlet import getcurrent
 from typing import NamedTuple
 
 import numpy as np
+from greenlet import getcurrent
 
 from . import config, rules
 from .errors import LaunchConfigError, OutOfBoundsError, RaceError
@@ -398,6 +397,11 @@ class Array:
     # -- loads and stores ------------------------------------------------------------------
 
     def __getitem__(self, idx):
+        if self.shared_by_threads:  # another thread may write it: count towards a spin
+            t = _current()
+            t.loads += 1
+            if t.loads >= SPIN_LOADS:
+                t.spin()  # first, so that no thread runs between this load and its check
         if type(idx) is _int and self.ndim == 1 and 0 <= idx < self.n0:  # the common cases
             addr = self.ptr + idx * self.s0
         elif type(idx) is _tuple and len(idx) == 2 and type(idx[0]) is _int and \
@@ -416,11 +420,6 @@ class Array:
         pk = self.pk
         if pk and (v == self.pval if pk == 2 else v != v and v.view(self.pu) == self.pbits):
             v = self._uninit(idx, addr)
-        if self.shared_by_threads:  # another thread may write it: count towards a spin
-            t = _current()
-            t.loads += 1
-            if t.loads >= SPIN_LOADS:
-                t.spin()
         shadow = self.shadow
         if shadow is not None:  # global or shared memory (a local array has no shadow)
             c = t.clk
