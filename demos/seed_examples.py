@@ -13,7 +13,7 @@ the only changes are
 * small inputs to run the layers on, and the values the GAN loop leaves undefined
   (``num_epochs``, ``d_steps``, ``batch_size``);
 * the GAN's image size is a variable, ``pixels = 784`` (28x28) as in the source, except with
-  ``--smoke``, which uses 64 (8x8): the CUDA simulator runs one OS thread per CUDA thread, and
+  ``--smoke``, which uses 64 (8x8): the CUDA simulator interprets every CUDA thread, and
   the 256x784 weight gradient alone is 200 704 of them (minutes per step).
 
     python demos/seed_examples.py                 # cpu (the GPU when there is one)

@@ -1,6 +1,6 @@
 """Shared hypothesis strategies: small shapes, finite values, and strided views of buffers.
 
-Shapes stay tiny (the simulator runs one OS thread per CUDA thread). ``views`` draws layouts a
+Shapes stay tiny (the simulator interprets every CUDA thread). ``views`` draws layouts a
 tensor can really have: dense, permuted, sliced with steps, offset into a larger buffer, and
 broadcast (stride 0).
 """

@@ -317,7 +317,7 @@ def test_gan_of_the_source_material_trains_on_cpu():
 
 
 def test_gan_same_losses_on_cpu_and_cuda():
-    """Identical code on both devices. Under the simulator (one OS thread per CUDA thread) the
+    """Identical code on both devices. Under the simulator (every CUDA thread interpreted) the
     widths are scaled down; on a GPU the source sizes (100, 256, 784) run."""
     sizes = (8, 16, 24) if SIMULATOR else (100, 256, 784)
     cpu, cuda = gan_losses_on(["cpu", "cuda"], *sizes)
