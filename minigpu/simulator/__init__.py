@@ -5,8 +5,8 @@ thread. ``import minigpu`` then calls :func:`install`, which patches the install
 in place (any Numba kernel benefits, not only minigpu's):
 
 - :mod:`.warp` — warp intrinsics (``shfl_*_sync``, votes, ``match_*``, ``syncwarp``, ...);
-- :mod:`.blocks` — simulated threads (pooled greenlets run in turn), blocking barriers, the grid barrier of cooperative launches,
-  synccheck (``SyncError``);
+- :mod:`.blocks` — simulated threads (pooled greenlets run in turn), blocking barriers, the
+  grid barrier of cooperative launches, synccheck (``SyncError``);
 - :mod:`.memory` — the checked array (a faithful stand-in for the stock simulator's) observing
   every load/store: memcheck (``OutOfBoundsError``), initcheck (``UninitializedReadError``),
   racecheck (``RaceError``), poisoned shared/local/device memory, and the observer seam for

@@ -233,7 +233,7 @@ class _Block:
 class _Thread(greenlet):
     """A simulated CUDA thread: a greenlet that runs the kernel for one thread of one block at
     a time. Starting a greenlet costs ten times a switch, so threads are pooled per OS thread
-    (:func:`_pool`) and ``assign`` resets the fields below for each block. The parent is the
+    (:class:`_Pool`) and ``assign`` resets the fields below for each block. The parent is the
     launching code (:func:`_schedule`), switched back to when the thread waits and when it
     ends. ``FakeCUDAModule`` reads ``threadIdx``, ``blockIdx``, ``thread_id`` and calls
     ``syncthreads*`` on the current greenlet (:class:`ThreadAPI`); the array proxies read
@@ -269,7 +269,7 @@ class _Thread(greenlet):
                         self._run_kernel()
                     self.block.exit(self)
                     self.block = self.target = self.exception = None  # drop the kernel's data
-                    _pool().append(self)
+                    _pools.idle.append(self)
                     self.parent.switch()  # idle until start_block assigns the next thread
 
     def _run_kernel(self):
@@ -411,7 +411,7 @@ def start_block(fn, name, grid_point, block_dim, ordinal, debug, args, launch, r
         fn(*args)
 
     block = _Block(name, grid_point, len(points), ready, launch.dynshared, grid)
-    pool, block_idx = _pool(), Dim3(*grid_point)
+    pool, block_idx = _pools.idle, Dim3(*grid_point)
     threads = block.threads = [pool.pop() if pool else _Thread() for _ in points]
     for tid, (t, p) in enumerate(zip(threads, points)):
         t.assign(block, target, debug, block_idx, p, tid, ordinal, launch)
@@ -420,16 +420,14 @@ def start_block(fn, name, grid_point, block_dim, ordinal, debug, args, launch, r
     return block
 
 
-_pools = threading.local()
+class _Pool(threading.local):
+    """The idle simulated threads of each OS thread (a greenlet runs only where it was made)."""
+
+    def __init__(self):
+        self.idle = []
 
 
-def _pool():
-    """The idle simulated threads of the calling OS thread (a greenlet runs only there)."""
-    try:
-        return _pools.idle
-    except AttributeError:
-        _pools.idle = []
-        return _pools.idle
+_pools = _Pool()
 
 
 def _schedule(ready):

@@ -108,17 +108,13 @@ def launch(self, *args):
         observed = bool(memory.observers)
         if observed:
             memory.notify_event("launch", name, grid_dim, block_dim)
-        outer = getattr(_running, "device_swaps", None)
-        try:
-            with swapped(self.fn, fake), _DeviceSwaps() as _running.device_swaps:
-                if cooperative:
-                    run_grid(self.fn, name, points, block_dim, self._debug, fake_args, state)
-                else:
-                    for ordinal, point in enumerate(points):
-                        run_block(self.fn, name, point, block_dim, ordinal, self._debug,
-                                  fake_args, state)
-        finally:
-            _running.device_swaps = outer
+        with swapped(self.fn, fake), _DeviceSwaps():
+            if cooperative:
+                run_grid(self.fn, name, points, block_dim, self._debug, fake_args, state)
+            else:
+                for ordinal, point in enumerate(points):
+                    run_block(self.fn, name, point, block_dim, ordinal, self._debug, fake_args,
+                              state)
         memory.check_kept(state)
         if observed:
             memory.notify_event("end")
@@ -131,11 +127,23 @@ def launch(self, *args):
 class _DeviceSwaps(contextlib.ExitStack):
     """The swaps (:func:`swapped`) of the device functions a running launch has called, held
     until the launch ends: a device function called once per element (the engine's maps)
-    then pays for its swap once, not at every call."""
+    then pays for its swap once, not at every call. While entered it is this OS thread's
+    ``_running.device_swaps``."""
 
     def __init__(self):
         super().__init__()
         self.functions = set()
+
+    def __enter__(self):
+        self.outer = getattr(_running, "device_swaps", None)
+        _running.device_swaps = self
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        try:
+            return super().__exit__(*exc)
+        finally:
+            _running.device_swaps = self.outer
 
 
 _running = threading.local()  # device_swaps: the _DeviceSwaps of this OS thread's launch

@@ -25,7 +25,8 @@ initcheck
 racecheck
     Each access is recorded in a shadow map keyed by byte address (so views and aliases of one
     buffer meet): the last write, up to two recent reads, the same-value stores since that
-    write and, when the last write is an atomic, an earlier atomic of another thread, each with the thread's logical clock (``blocks._Thread.tick``) and source line.
+    write and, when the last write is an atomic, an earlier atomic of another thread, each with
+    the thread's logical clock (``blocks._Thread.tick``) and source line.
     ``rules.unordered`` decides whether two accesses of different threads can happen in either
     order; a conflict (at least one writes) is a ``RaceError`` unless it is a store of the
     bytes already there (``rules.same_value_store``). Atomics never conflict with each other.
@@ -397,11 +398,8 @@ class Array:
     # -- loads and stores ------------------------------------------------------------------
 
     def __getitem__(self, idx):
-        if self.shared_by_threads:  # another thread may write it: count towards a spin
-            t = _current()
-            t.loads += 1
-            if t.loads >= SPIN_LOADS:
-                t.spin()  # first, so that no thread runs between this load and its check
+        if self.shared_by_threads:  # before the load: no thread runs between it and its check
+            t = _count_towards_spin()
         if type(idx) is _int and self.ndim == 1 and 0 <= idx < self.n0:  # the common cases
             addr = self.ptr + idx * self.s0
         elif type(idx) is _tuple and len(idx) == 2 and type(idx[0]) is _int and \
@@ -725,11 +723,13 @@ _atomic_lock = threading.RLock()
 def _count_towards_spin():
     """One more load of memory another thread may write: after ``SPIN_LOADS`` of them without
     a wait, the thread lets the others run (``blocks._Thread.spin``). Plain arrays (checks
-    off) count their atomics only: a spin on a plain load is a race, which the checks report."""
+    off) count their atomics only: a spin on a plain load is a race, which the checks report.
+    Returns the thread."""
     t = _current()
     t.loads += 1
     if t.loads >= SPIN_LOADS:
         t.spin()
+    return t
 
 
 def _atomic(update):
