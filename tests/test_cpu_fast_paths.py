@@ -167,3 +167,77 @@ def test_select_by_bits_equals_np_where_bit_for_bit(data, dtype, with_y, broadca
         optable.SELECT_BY_BITS_FROM = old
     assert got.dtype == expected.dtype and got.shape == expected.shape
     assert got.tobytes() == expected.tobytes()
+
+
+def _any_floats(data, dtype, n):
+    """n floats of any bit pattern (NaN, infinities, -0.0, subnormals included)."""
+    bits = {2: np.uint16, 4: np.uint32, 8: np.uint64}[np.dtype(dtype).itemsize]
+    raw = st.integers(0, np.iinfo(bits).max)
+    return np.array(data.draw(st.lists(raw, min_size=n, max_size=n)), bits).view(dtype)
+
+
+@given(st.data(), st.sampled_from([np.float16, np.float32, np.float64]))
+def test_sigmoid_equals_its_two_branch_form_bit_for_bit(data, dtype):
+    """optable.sigmoid (one division, max(e, x >= 0) as numerator) against the two-branch form
+    it replaced: the same bits for every input, NaN and infinities included."""
+    from minigpu.backends import optable
+    x = _any_floats(data, dtype, data.draw(st.integers(1, 64)))
+    one = x.dtype.type(1)
+    with np.errstate(all="ignore"):
+        e = np.exp(-np.abs(x))
+        expected = np.where(x >= 0, one / (one + e), e / (one + e))
+        got = optable.sigmoid(x)
+    assert got.dtype == expected.dtype
+    assert got.tobytes() == expected.tobytes()
+
+
+@given(st.data(), st.sampled_from([np.float32, np.float64]))
+def test_lstm_cell_equals_its_formulas_bit_for_bit(data, dtype):
+    """The cell's forward and backward (products written into their outputs) against the
+    formulas of the contract computed plainly: the same operations, so the same bits."""
+    from minigpu.backends import optable
+    n, hs = data.draw(st.integers(1, 4)), data.draw(st.integers(1, 5))
+    gates, c_prev = (data.draw(views(s, dtype=dtype, lo=-6, hi=6))
+                     for s in ((n, 4 * hs), (n, hs)))
+    grad_h, grad_c = (data.draw(views((n, hs), dtype=dtype)) for _ in range(2))
+    g4, c0, gh, gc = gates.numpy(), c_prev.numpy(), grad_h.numpy(), grad_c.numpy()
+    one = g4.dtype.type(1)
+    i, f, o = (optable.sigmoid(g4[:, k * hs:(k + 1) * hs]) for k in (0, 1, 3))
+    g = np.tanh(g4[:, 2 * hs:3 * hs])
+    c = f * c0 + i * g
+    h = o * np.tanh(c)
+    tc = np.tanh(c)
+    dc = gc + gh * o * (one - tc * tc)
+    want_dgates = np.concatenate([dc * g * i * (one - i), dc * c0 * f * (one - f),
+                                  dc * i * (one - g * g), gh * tc * o * (one - o)], axis=1)
+
+    h_buf, c_buf, act = cpu.lstm_cell(gates.on(cpu), c_prev.on(cpu))
+    assert h_buf.tobytes() == h.tobytes() and c_buf.tobytes() == c.tobytes()
+    assert act.tobytes() == np.concatenate([i, f, g, o], axis=1).tobytes()
+    dgates, dc_prev = cpu.lstm_cell_backward(
+        contract.dense(act, (n, 4 * hs)), c_prev.on(cpu), contract.dense(c_buf, (n, hs)),
+        grad_h.on(cpu), grad_c.on(cpu))
+    assert dgates.tobytes() == want_dgates.tobytes()
+    assert dc_prev.tobytes() == (dc * f).tobytes()
+
+
+@given(st.data(), st.sampled_from([np.float32, np.float64]), st.sampled_from([0.0, 0.01]))
+def test_adam_step_equals_its_formulas_bit_for_bit(data, dtype, weight_decay):
+    """adam_step_ (in place, two scratch buffers) against PyTorch's update written plainly,
+    over three steps."""
+    n = data.draw(st.integers(1, 40))
+    p, g, m = (data.draw(views((n,), dtype=dtype, contiguous=True)).numpy().copy()
+               for _ in range(3))
+    v = np.abs(data.draw(views((n,), dtype=dtype, contiguous=True)).numpy())
+    t = np.dtype(dtype).type
+    lr, b1, b2, eps = 1e-2, 0.9, 0.999, 1e-8
+    bufs = [p.copy(), g, m.copy(), v.copy()]
+    for step in (1, 2, 3):
+        cpu.adam_step_(*bufs, step, lr, b1, b2, eps, weight_decay)
+        d = g + t(weight_decay) * p if weight_decay else g
+        m = t(b1) * m + t(1 - b1) * d
+        v = t(b2) * v + t(1 - b2) * d * d
+        denom = np.sqrt(v) / t(np.sqrt(1 - b2 ** step)) + t(eps)
+        p = p - t(lr / (1 - b1 ** step)) * m / denom
+    for got, want in zip((bufs[0], bufs[2], bufs[3]), (p, m, v)):
+        assert got.tobytes() == want.tobytes()

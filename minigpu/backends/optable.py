@@ -65,10 +65,11 @@ def select(cond, x, y=None):
 
 
 def sigmoid(x):
-    """1 / (1 + exp(-x)) from exp(-|x|) only, so it never overflows; stays in x's dtype."""
+    """1 / (1 + exp(-x)) from e = exp(-|x|) only, so it never overflows; stays in x's dtype:
+    1 / (1 + e) for x >= 0, e / (1 + e) below. The numerator is max(e, x >= 0) (1 where
+    x >= 0, as e <= 1; e elsewhere; NaN stays NaN): one division and no select."""
     e = np.exp(-np.abs(x))
-    one = x.dtype.type(1)
-    return select(x >= 0, one / (one + e), e / (one + e))
+    return np.maximum(e, x >= 0) / (x.dtype.type(1) + e)
 
 
 def fused(op, saved, composed=None):

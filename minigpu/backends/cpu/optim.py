@@ -41,10 +41,20 @@ def adam_step_(param_buf, grad_buf, exp_avg_buf, exp_avg_sq_buf, step, lr, beta1
     d = grad_buf
     if weight_decay != 0:
         d = d + t(weight_decay) * param_buf
-    exp_avg_buf[...] = t(beta1) * exp_avg_buf + t(1 - beta1) * d
-    exp_avg_sq_buf[...] = t(beta2) * exp_avg_sq_buf + t(1 - beta2) * d * d
-    denom = np.sqrt(exp_avg_sq_buf) / t(math.sqrt(bc2)) + t(eps)
-    param_buf -= t(lr / bc1) * exp_avg_buf / denom
+    # The same operations as the formulas above, into two scratch buffers (no temporaries).
+    scratch = np.multiply(d, t(1 - beta1))
+    exp_avg_buf *= t(beta1)
+    exp_avg_buf += scratch
+    np.multiply(d, t(1 - beta2), out=scratch)
+    scratch *= d
+    exp_avg_sq_buf *= t(beta2)
+    exp_avg_sq_buf += scratch
+    denom = np.sqrt(exp_avg_sq_buf, out=scratch)
+    denom /= t(math.sqrt(bc2))
+    denom += t(eps)
+    update = np.multiply(exp_avg_buf, t(lr / bc1))
+    update /= denom
+    param_buf -= update
 
 
 # --- AdamW, RMSprop, Adagrad ---------------------------------------------------------------------
