@@ -265,6 +265,35 @@ def test_bugs_fall_back_to_the_checked_verdict(compiled, kernel, launch, error):
 
 
 @cuda.jit
+def spin_on_the_last_thread(flag, out):
+    """Every thread but the last waits in a ``while`` loop until the last one sets the flag."""
+    t = cuda.threadIdx.x
+    if t < cuda.blockDim.x - 1:
+        while cuda.atomic.add(flag, 0, 0) == 0:
+            pass
+        out[t] = 1
+    else:
+        cuda.atomic.exch(flag, 0, 1)
+
+
+def test_a_spin_on_a_later_thread_falls_back_instead_of_hanging(compiled):
+    """The compiled path runs a region's threads one after another: thread 0 would spin for
+    ever on a flag the last thread sets. After RUNAWAY_ITERATIONS iterations it is suspected,
+    and the checked path, whose threads take turns, runs the launch; a loop that ends stays
+    compiled."""
+    from minigpu.simulator import fastmem
+    out = np.zeros(4, np.int32)
+    spin_on_the_last_thread[1, 4](np.zeros(1, np.int32), out)
+    np.testing.assert_array_equal(out, [1, 1, 1, 0])
+    reason = f"fallback: {fastmem.SUSPECTS[fastmem.RUNAWAY]}"
+    assert compiled["spin_on_the_last_thread"][reason] == 1, dict(compiled)
+    out[:] = 0
+    spin_on_the_last_thread[1, 4](np.ones(1, np.int32), out)   # the flag is already set
+    np.testing.assert_array_equal(out, [1, 1, 1, 0])
+    assert compiled["spin_on_the_last_thread"]["fast"] == 1, dict(compiled)
+
+
+@cuda.jit
 def strided_sums(x, out):
     """Each of 32 threads sums a strided column of x (2,100 loads apiece: a long log), then
     one atomic and one store per thread, reading shared memory once without and once with a

@@ -300,9 +300,8 @@ class Rewrite(ast.NodeTransformer):
 
     def visit_While(self, node):
         node = self.generic_visit(node)
-        node.test = ast.BoolOp(ast.And(), [ast.Compare(
-            ast.Subscript(ast.Name("__F", ast.Load()), ast.Constant(0), ast.Load()),
-            [ast.Eq()], [ast.Constant(0)]), node.test])
+        node.test = ast.BoolOp(ast.And(), [_call("__loop_goes_on", [ast.Name("__F", ast.Load())]),
+                                           node.test])
         return node
 
     def visit_AnnAssign(self, node):
@@ -595,7 +594,8 @@ _HELPERS = {
     "__ndim_of": fastmem.ndim_of, "__len_of": fastmem.len_of,
     "__local_row": fastmem.local_row, "__reset": fastmem.reset,
     "__borrow": fastmem.borrow, "__shuffle": fastmem.shuffle,
-    "__warps_converged": fastmem.warps_converged, "np": np,
+    "__warps_converged": fastmem.warps_converged, "__loop_goes_on": fastmem.loop_goes_on,
+    "np": np,
     **{f"__{f.__name__}": getattr(np, f.__name__) for f in ROUNDING},
     **{f"__atomic_{k}": v for k, v in fastmem.ATOMICS.items()},
     **{f"__{k}": v for k, v in fastmem.DIVISIONS.items()},
@@ -786,7 +786,7 @@ class Compiled:
         extra += [fastmem.make_buf(np.empty((nt,) + shape, dt), LOCAL, log)
                   for shape, dt in self.local.values()]
         extra += [np.zeros(nt, dt) for dt in self.carried.values()]
-        flags = np.zeros(3, np.int64)
+        flags = np.zeros(fastmem.FLAGS, np.int64)
         self.driver(*values, order, dims, flags, *extra, np.zeros(16, np.int64),
                     np.ones(nt, np.bool_), np.ones(nt, np.bool_),
                     np.zeros((max(2 * self.branches, 1), nt), np.bool_))
@@ -915,7 +915,7 @@ class KernelCompiler:
                + _indent("\n".join(ast.unparse(s) for s in whole)) + "\n    return\n")
         ns = {**self.ns, "__BARRIER": _barrier}
         exec(compile(src, "<minigpu.fast typing>", "exec"), ns)
-        samples = [np.zeros(16, np.int64), np.zeros(3, np.int64), 0] + list(args)
+        samples = [np.zeros(16, np.int64), np.zeros(fastmem.FLAGS, np.int64), 0] + list(args)
         for n in sorted(rw.shared):
             samples.append(fastmem.make_buf(np.zeros(rw.shared[n][0], rw.shared[n][1]), SHARED))
         for n in sorted(rw.local):
@@ -1032,7 +1032,8 @@ def _driver_source(params, plan, units, extra, rw, carried):
                 f"{pad}        __c[{TX}] = __t % __dims[0]",
                 f"{pad}        __c[{TY}] = (__t // __dims[0]) % __dims[1]",
                 f"{pad}        __c[{TZ}] = __t // (__dims[0] * __dims[1])",
-                f"{pad}        __c[{THREAD}] = 1 + __c[{BLOCK}] * __nt + __t"] + \
+                f"{pad}        __c[{THREAD}] = 1 + __c[{BLOCK}] * __nt + __t",
+                f"{pad}        __F[{fastmem.ITERATIONS}] = 0"] + \
             [f"{pad}        {b}" for b in body]
 
     def uniform(ind, unit, width):

@@ -47,7 +47,8 @@ from .memory import poison_of
 SUSPECTS = {1: "an index outside the array", 2: "a load of never-written memory",
             3: "two threads' accesses not ordered by a barrier", 4: "an integer division by zero",
             5: "a barrier or warp intrinsic not reached by every thread alike",
-            6: "a loop running away after a suspect access"}
+            6: "a loop that ran 2**24 times in one thread of one region (a spin on another "
+               "thread's write: the compiled path runs that thread only after it)"}
 OUTSIDE, POISON, CONFLICT, DIVIDE, DIVERGENT, RUNAWAY = 1, 2, 3, 4, 5, 6
 MANY = -1           # more than one reader (``rt``), or readers of several blocks (``rb``)
 ATOMIC_MIXED = -(2 ** 62)  # ``wt`` of an element updated atomically by several blocks
@@ -70,8 +71,12 @@ WT, WE, RT, RE, RB = range(5)
 """An element's shadows: its last writer (a thread, or the negated block of an atomic), the
 writer's epoch, its reader (a thread, or ``MANY``), the readers' latest epoch, their block (or
 ``MANY``)."""
-# F, the launch's flags: [suspect, accesses logged, barriers completed]
-SUSPECT, LOGGED, BARRIERS = 0, 1, 2
+# F, the launch's flags: [suspect, accesses logged, barriers completed, the running thread's
+# loop iterations in its current region]
+SUSPECT, LOGGED, BARRIERS, ITERATIONS = 0, 1, 2, 3
+FLAGS = 4
+RUNAWAY_ITERATIONS = 1 << 24
+"""A thread's ``while`` iterations in one region before the compiled path suspects a spin."""
 
 
 def _bits_of(data):
@@ -242,6 +247,22 @@ def log_access(log, meta, site, kind, offset, itemsize, c, F):
         row[LOG_BLOCK] = c[BLOCK]
         row[LOG_THREAD] = c[THREAD] - 1 - c[BLOCK] * c[NTHREADS]
         row[OFFSET], row[ITEMSIZE] = offset, itemsize
+
+
+@njit(cache=False, forceinline=True)
+def loop_goes_on(F):
+    """Whether a ``while`` loop may test its condition again: not after a suspect, nor after
+    :data:`RUNAWAY_ITERATIONS` iterations of the running thread in this region. A region runs
+    its threads one after another, so a thread spinning until a later thread writes would
+    spin for ever; it is suspected instead (``RUNAWAY``), and the checked path, whose threads
+    take turns, runs the launch."""
+    if F[SUSPECT]:
+        return False
+    F[ITERATIONS] += 1
+    if F[ITERATIONS] > RUNAWAY_ITERATIONS:
+        F[SUSPECT] = RUNAWAY
+        return False
+    return True
 
 
 # ----------------------------------------------------------------------------- the stubs
