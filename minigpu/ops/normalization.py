@@ -95,17 +95,21 @@ class BatchNormTrain(Function):
             y = be.binary("add", View(y, (n, c, s), (c * s, s, 1), 0), b)
         mean_t, var_t = Tensor._dense(mean, (c,), x.device), Tensor._dense(var, (c,), x.device)
         self.mark_non_differentiable(mean_t, var_t)
-        self.save_for_backward(Tensor._dense(centred, x.shape, x.device),
-                               Tensor._dense(invstd, (c,), x.device), weight)
+        # x itself is kept, as PyTorch keeps it (and the node keeps its inputs anyway, for its
+        # composite): backward subtracts the mean again instead of holding a second full-size
+        # buffer, ``centred``, through the whole forward and backward.
+        self.mean = mean
+        self.save_for_backward(x, Tensor._dense(invstd, (c,), x.device), weight)
         return Tensor._dense(y, x.shape, x.device), mean_t, var_t
 
     def backward(self, g, _mean, _var):
-        centred, invstd, weight = self.saved_tensors
+        x, invstd, weight = self.saved_tensors
         (_, c, s), dims = self.dims, self.dims
         g = g.contiguous()
         be = g.backend
         gv = View(g._buf, dims, (c * s, s, 1), g._offset)
-        cv = View(centred._buf, dims, (c * s, s, 1), 0)
+        xv = View(x._buf, dims, (c * s, s, 1), x._offset)
+        cv = View(be.binary("sub", xv, _spread(self.mean, dims)), dims, (c * s, s, 1), 0)
         sum_g = be.reduce("sum", gv, (0, 2))
         sum_gc = be.reduce("sum", View(be.binary("mul", gv, cv), dims, (c * s, s, 1), 0), (0, 2))
         sum_gx = be.binary("mul", _channels(sum_gc, c), invstd._view())  # sum(g * xhat)
@@ -116,10 +120,14 @@ class BatchNormTrain(Function):
             coef = be.binary("mul", per_n, _channels(be.binary("mul", invstd._view(),
                                                                _channels(sum_gx, c)), c))
             shift = be.binary("mul", per_n, _channels(sum_g, c))
+            # (g*scale - centred*coef) - shift, ordered so that at most three full-size
+            # buffers live at once (the centred input is dropped before g*scale is made)
+            centred_coef = View(be.binary("mul", cv, _spread(coef, dims)), dims,
+                                (c * s, s, 1), 0)
+            del cv
             gx = be.binary("mul", gv, _spread(scale, dims))
-            gx = be.binary("sub", View(gx, dims, (c * s, s, 1), 0),
-                           View(be.binary("mul", cv, _spread(coef, dims)), dims, (c * s, s, 1),
-                                0))
+            gx = be.binary("sub", View(gx, dims, (c * s, s, 1), 0), centred_coef)
+            del centred_coef
             gx = Tensor._dense(be.binary("sub", View(gx, dims, (c * s, s, 1), 0),
                                          _spread(shift, dims)), g.shape, g.device)
         gw = Tensor._dense(sum_gx, (c,), g.device) if self.needs_input_grad[1] else None
