@@ -19,7 +19,7 @@ Memory: ``cols`` is kh*kw times larger than the input. Like PyTorch, the op keep
 for the backward pass, not the columns: backward runs ``im2col`` again for the weight
 gradient (one gather, ~1.6 ms for LeNet's second layer at batch 64 on the cpu device), and a
 training step's peak holds no columns between forward and backward (``cnn-mnist`` in
-``benchmarks/cpu_training_step.py``: 53.8 -> 38 MiB).
+``benchmarks/cpu_training_step.py``: 53.8 -> 42.9 MiB).
 """
 from __future__ import annotations
 
