@@ -48,6 +48,7 @@ CASES = {
     "matmul_batched_broadcast": (lambda a, b: a @ b, [(2, 1, 3, 4), (3, 4, 2)]),
     "matmul_vec": (lambda a, b: a @ b, [(3,), (3, 2)]),
     "matmul_transposed": (lambda a, b: a @ b.T, [(2, 3), (4, 3)]),
+    "matmul_shared_right_strided": (lambda a, b: a.transpose(0, 1) @ b, [(3, 2, 4), (4, 5)]),
     "softmax": (lambda a: a.softmax(-1), [(2, 5)]),
     "softmax_dim0": (lambda a: mg.softmax(a, 0), [(3, 2, 2)]),
     "log_softmax": (lambda a: a.log_softmax(1), [(2, 4, 2)]),

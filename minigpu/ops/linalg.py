@@ -79,7 +79,14 @@ class MatMul(Function):
         a, b = self.saved_tensors
         a_shape, b_shape = self.shapes
         ga = sum_to(g @ b.mT, a_shape) if self.needs_input_grad[0] else None
-        gb = sum_to(a.mT @ g, b_shape) if self.needs_input_grad[1] else None
+        gb = None
+        if self.needs_input_grad[1]:
+            if len(b_shape) == 2 and len(a_shape) > 2:
+                # b is shared by every batch (a Linear on a sequence): one product over all the
+                # rows, not one (K, N) product per batch summed afterwards
+                gb = a.reshape(-1, a_shape[-1]).mT @ g.reshape(-1, g.shape[-1])
+            else:
+                gb = sum_to(a.mT @ g, b_shape)
         return ga, gb
 
 
