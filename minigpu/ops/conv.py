@@ -16,10 +16,11 @@ and the adjoint of im2col::
     grad_x    = col2im(W2^T @ g[n])                          matmul + col2im (overlaps summed)
 
 Memory: ``cols`` is kh*kw times larger than the input. Like PyTorch, the op keeps the input
-for the backward pass, not the columns: backward runs ``im2col`` again for the weight
-gradient (one gather, ~1.6 ms for LeNet's second layer at batch 64 on the cpu device), and a
-training step's peak holds no columns between forward and backward (``cnn-mnist`` in
-``benchmarks/cpu_training_step.py``: 53.8 -> 42.9 MiB).
+for the backward pass; columns larger than ``KEEP_COLUMNS_BYTES`` (1 MiB) are not kept but
+gathered again by backward for the weight gradient (one ``im2col``, ~1.6 ms for LeNet's second
+layer at batch 64 on the cpu device), so a training step's peak holds no large columns between
+forward and backward (``cnn-mnist`` in ``benchmarks/cpu_training_step.py``: 53.8 -> 42.9 MiB).
+Small columns are kept: gathering them again cost the small CNN and DCGAN steps ~7 %.
 """
 from __future__ import annotations
 
@@ -31,6 +32,10 @@ from . import composite
 from .common import check_same_device
 from .registry import op
 from .shape import cat, contiguous, narrow
+
+
+KEEP_COLUMNS_BYTES = 1 << 20
+"""A convolution's im2col columns up to this size are kept from forward to backward."""
 
 
 class Conv2d(Function):
@@ -56,6 +61,9 @@ class Conv2d(Function):
             b_v = View(bias._buf, (n, oc, pixels), (0, bias._strides[0], 0), bias._offset)
             out = be.binary("add", out_v, b_v)
         self.geometry = ((n, c, h, w), (kh, kw), stride, padding, dilation, (oc, oh, ow))
+        # small columns are kept (a second gather would cost more time than they take
+        # memory); large ones are gathered again in backward
+        self.cols = cols if n * k * pixels * x.dtype.itemsize <= KEEP_COLUMNS_BYTES else None
         self.save_for_backward(x, weight)
         return Tensor._dense(out, (n, oc, oh, ow), x.device)
 
@@ -69,7 +77,9 @@ class Conv2d(Function):
         g_v = View(g._buf, (n, oc, pixels), (oc * pixels, pixels, 1), g._offset)
         grad_x = grad_w = grad_b = None
         if self.needs_input_grad[1]:
-            cols = be.im2col(x._view(), kernel, stride, padding, dilation)
+            cols = self.cols if self.cols is not None else be.im2col(
+                x._view(), kernel, stride, padding, dilation)
+            self.cols = None
             grad_w = Tensor._dense(sum_of_products(be, g_v, View(cols, (n, k, pixels),
                                                                   (k * pixels, pixels, 1), 0)),
                                    weight.shape, g.device)
