@@ -6,38 +6,11 @@ import numpy as np
 
 from .. import optable
 from ..contract import result_dtype
-from .memory import array, dense_flat, flat, fresh, repeated_value
+from .memory import array, dense_flat, flat, fresh, quietly, repeated_value
 
 _UNARY = {op.name: op.numpy for op in optable.UNARY}
 _BINARY = {op.name: op.numpy for op in optable.BINARY}
 _INTEGER_DIVISIONS = ("floor_divide", "remainder")
-
-# The maps run with NumPy's floating-point warnings off: inf and nan are results, as in
-# PyTorch. ``with np.errstate(all="ignore")`` rebuilds its error-state object on every entry
-# (about 1 us, more than a 4x4 map itself), so the maps set a prebuilt one in the context
-# variable where NumPy 2 keeps it (a private name: np.errstate is the fallback).
-try:
-    from numpy._core._ufunc_config import _extobj_contextvar as _errors
-except ImportError:  # pragma: no cover - another NumPy layout
-    _errors = None
-
-if _errors is not None:
-    with np.errstate(all="ignore"):
-        _IGNORE_ALL = _errors.get()
-
-    def _quietly(fn, *args):
-        """fn(*args) with NumPy's floating-point warnings off."""
-        token = _errors.set(_IGNORE_ALL)
-        try:
-            return fn(*args)
-        finally:
-            _errors.reset(token)
-else:  # pragma: no cover
-    def _quietly(fn, *args):
-        """fn(*args) with NumPy's floating-point warnings off."""
-        with np.errstate(all="ignore"):
-            return fn(*args)
-
 
 def _scalar(value, dtype):
     """Python scalars take the tensor's dtype (float32 stays float32); 0, the default of the
@@ -51,7 +24,7 @@ def unary(op, x, alpha=0.0, beta=0.0):
         a = array(x)
     if alpha or beta:
         alpha, beta = _scalar(alpha, a.dtype), _scalar(beta, a.dtype)
-    out = _quietly(_UNARY[op], a, alpha, beta)
+    out = quietly(_UNARY[op], a, alpha, beta)
     return fresh(out, result_dtype(op, a.dtype), a)
 
 
@@ -69,7 +42,7 @@ def binary(op, x, y, alpha=0.0, beta=0.0):
         raise RuntimeError("ZeroDivisionError")  # PyTorch's cpu message (NumPy would give 0)
     if alpha or beta:
         alpha, beta = _scalar(alpha, a.dtype), _scalar(beta, a.dtype)
-    out = _quietly(_BINARY[op], a, b, alpha, beta)
+    out = quietly(_BINARY[op], a, b, alpha, beta)
     return fresh(out, result_dtype(op, a.dtype), a, b)
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .memory import array, flat
+from .memory import array, flat, quietly
 
 
 def matmul(a, b):
@@ -13,7 +13,6 @@ def matmul(a, b):
     small matrices); the result is the same (B, M, N) buffer. A product that overflows is inf,
     with no warning (as in PyTorch: a GradScaler's float16 step is expected to overflow)."""
     x, y = array(a), array(b)
-    with np.errstate(over="ignore", invalid="ignore"):
-        if x.shape[0] > 1 and b.strides[0] == 0:
-            return flat(np.matmul(x.reshape(-1, x.shape[2]), y[0]), dtype=a.dtype)
-        return flat(np.matmul(x, y), dtype=a.dtype)
+    if x.shape[0] > 1 and b.strides[0] == 0:
+        return flat(quietly(np.matmul, x.reshape(-1, x.shape[2]), y[0]), dtype=a.dtype)
+    return flat(quietly(np.matmul, x, y), dtype=a.dtype)

@@ -12,6 +12,33 @@ import numpy as np
 from ..contract import View, contiguous_strides, numel
 
 
+# Maps and products run with NumPy's floating-point warnings off: inf and nan are results, as
+# in PyTorch. ``with np.errstate(all="ignore")`` rebuilds its error-state object on every entry
+# (about 1 us, more than a 4x4 map itself), so the maps set a prebuilt one in the context
+# variable where NumPy 2 keeps it (a private name: np.errstate is the fallback).
+try:
+    from numpy._core._ufunc_config import _extobj_contextvar as _errors
+except ImportError:  # pragma: no cover - another NumPy layout
+    _errors = None
+
+if _errors is not None:
+    with np.errstate(all="ignore"):
+        _IGNORE_ALL = _errors.get()
+
+    def quietly(fn, *args):
+        """fn(*args) with NumPy's floating-point warnings off."""
+        token = _errors.set(_IGNORE_ALL)
+        try:
+            return fn(*args)
+        finally:
+            _errors.reset(token)
+else:  # pragma: no cover
+    def quietly(fn, *args):
+        """fn(*args) with NumPy's floating-point warnings off."""
+        with np.errstate(all="ignore"):
+            return fn(*args)
+
+
 def array(v: View) -> np.ndarray:
     """The NumPy view (no copy) of a strided window onto a flat buffer: NumPy's array
     constructor over the buffer with the layout in bytes (what ``as_strided`` does too, through
