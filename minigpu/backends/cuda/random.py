@@ -114,8 +114,9 @@ def normal_kernel(dtype):
         Block/grid: 1-D, ``device.launch_1d``.
         Memory: one coalesced store per element. Math in the output dtype (logf/sqrtf/cosf for
         float32; the cpu reference rounds the same operations with NumPy's log and cos, so
-        float32 agrees to a few ulps, not bit for bit). The only float64 instructions in the float32 PTX are
-        libdevice cosf's Payne-Hanek reduction for |x| > 105615, never reached: 2 pi u2 < 2 pi.
+        float32 agrees to a few ulps, not bit for bit). The only float64 instructions in the
+        float32 PTX are libdevice cosf's Payne-Hanek reduction for |x| > 105615, never reached:
+        2 pi u2 < 2 pi.
         """
         start, step = cuda.grid(1), cuda.gridsize(1)
         for i in range(start, out.size, step):
