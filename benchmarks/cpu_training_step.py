@@ -33,7 +33,6 @@ import os
 import statistics
 import sys
 import time
-import tracemalloc
 
 
 def parse_args(argv=None):
@@ -55,6 +54,7 @@ if ARGS is not None:  # before NumPy or PyTorch load their thread pools
         os.environ[var] = str(ARGS.threads)
 
 import numpy as np  # noqa: E402
+import peak_memory  # noqa: E402
 
 import minigpu as mg  # noqa: E402
 
@@ -253,30 +253,6 @@ def timed_ms(step, n):
     return ((time.perf_counter() - wall) / n * 1e3, (time.process_time() - cpu) / n * 1e3)
 
 
-def minigpu_peak_bytes(step):
-    tracemalloc.start()
-    try:
-        base = tracemalloc.get_traced_memory()[0]
-        tracemalloc.reset_peak()
-        step()
-        return tracemalloc.get_traced_memory()[1] - base
-    finally:
-        tracemalloc.stop()
-
-
-def torch_peak_bytes(step):
-    from torch.profiler import ProfilerActivity, profile
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        step()
-    events = sorted((e for e in prof.profiler.kineto_results.events()
-                     if e.name() == "[memory]"), key=lambda e: e.start_ns())
-    now = peak = 0
-    for e in events:
-        now += e.nbytes()
-        peak = max(peak, now)
-    return peak
-
-
 def measure(name, args):
     desc, build = WORKLOADS[name]
     sides = {"minigpu": build(mg, np.random.default_rng(0))}
@@ -298,9 +274,9 @@ def measure(name, args):
         row[f"{k}_ms"] = statistics.median(wall for wall, _ in times[k])
         row[f"{k}_cpu_ms"] = statistics.median(cpu for _, cpu in times[k])
     if not args.no_memory:
-        row["minigpu_peak"] = minigpu_peak_bytes(sides["minigpu"])
+        row["minigpu_peak"] = peak_memory.peak_bytes("minigpu", sides["minigpu"])
         if torch is not None:
-            row["torch_peak"] = torch_peak_bytes(sides["torch"])
+            row["torch_peak"] = peak_memory.peak_bytes("torch", sides["torch"])
     return row
 
 
