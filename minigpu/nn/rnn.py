@@ -471,13 +471,13 @@ class RNNCellBase(Module):
         return creation.zeros(input.size(0), self.hidden_size, dtype=input.dtype,
                               device=input.device)
 
-    def _projection(self, input, hx, chunks_bias_hh=True):
-        """x W_ih^T + b_ih (+ h W_hh^T + b_hh): the gate pre-activations."""
-        gates = ops.matmul(input, self.weight_ih.mT)
-        if self.bias_ih is not None:
-            gates = gates + (self.bias_ih + self.bias_hh if chunks_bias_hh else self.bias_ih)
+    def _projection(self, input, hx=None):
+        """x W_ih^T + b_ih (+ h W_hh^T + b_hh): the gate pre-activations. Each product with
+        its bias is one ``linear`` node (PyTorch's two addmm), not a transpose, a matmul and
+        an add."""
+        gates = ops.linear(input, self.weight_ih, self.bias_ih)
         if hx is not None:
-            gates = gates + ops.matmul(hx, self.weight_hh.mT)
+            gates = gates + ops.linear(hx, self.weight_hh, self.bias_hh)
         return gates
 
 
@@ -530,12 +530,10 @@ class GRUCell(RNNCellBase):
 
     def forward(self, input, hx=None):
         input, (hx,), batched = self._prepare(input, [hx])
-        gx = self._projection(input, None, chunks_bias_hh=False)
+        gx = self._projection(input)
         if hx is None:
             hx = self._zeros(input)
-        gh = ops.matmul(hx, self.weight_hh.mT)
-        if self.bias_hh is not None:
-            gh = gh + self.bias_hh
+        gh = ops.linear(hx, self.weight_hh, self.bias_hh)
         h = rnn_ops.gru_cell(gx, gh, hx)
         return h if batched else ops.squeeze(h, 0)
 

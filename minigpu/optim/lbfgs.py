@@ -168,17 +168,19 @@ def _dtype(p):
 
 def _two_loop(q, steps, changes, rho, h_diag):
     """H q by the two-loop recursion (Nocedal & Wright, Algorithm 7.4), H0 = h_diag * I.
-    Called with q = -g it gives the search direction -H g."""
-    alphas = []
+    Called with q = -g it gives the search direction -H g. The updates run in place through
+    one scratch vector: ``q = q - alpha * y`` would allocate two vectors per pair, and with a
+    long history of large vectors the allocations cost more than the arithmetic."""
+    q, scratch, alphas = q.copy(), np.empty_like(q), []
     for s, y, r in zip(reversed(steps), reversed(changes), reversed(rho)):
         alpha = r * float(s @ q)
-        q = q - alpha * y
+        q -= np.multiply(y, alpha, out=scratch)
         alphas.append(alpha)
-    z = q * h_diag
+    q *= h_diag
     for s, y, r, alpha in zip(steps, changes, rho, reversed(alphas)):
-        beta = r * float(y @ z)
-        z = z + (alpha - beta) * s
-    return z
+        beta = r * float(y @ q)
+        q += np.multiply(s, alpha - beta, out=scratch)
+    return q
 
 
 def _cubic_minimum(a, fa, ga, b, fb, gb):
