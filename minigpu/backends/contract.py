@@ -75,6 +75,8 @@ def row_major_strides(shape: tuple) -> tuple:
 
 def is_contiguous(shape, strides) -> bool:
     """True when the layout visits the buffer densely in row-major order (size-1 dims ignored)."""
+    if strides == row_major_strides(tuple(shape)):
+        return True
     step = 1
     for s, st in zip(reversed(shape), reversed(strides)):
         if s != 1:

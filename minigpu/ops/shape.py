@@ -262,6 +262,8 @@ def t(x):
 def _infer_shape(shape, n):
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
+    if -1 not in shape and numel(shape) == n and all(type(s) is int and s >= 0 for s in shape):
+        return tuple(shape)  # the common case: a full shape of plain ints
     shape = [int(s) for s in shape]
     if shape.count(-1) > 1:
         raise RuntimeError("only one dimension can be inferred")
@@ -287,7 +289,8 @@ def view(x, *shape):
         raise RuntimeError("view size is not compatible with input tensor's size and stride "
                            "(at least one dimension spans across two contiguous subspaces). "
                            "Use .reshape(...) instead.")
-    return reshape(x, *shape)
+    shape = _infer_shape(shape, x.numel())
+    return x if shape == tuple(x.shape) else Reshape.apply(x, shape)
 
 
 @op
