@@ -26,6 +26,8 @@ def _grads(parameters):
 def vector_norm(x: Tensor, ord: float) -> Tensor:
     """The ``ord``-norm of all elements of x as a 0-d tensor (``torch.linalg.vector_norm``):
     ``inf``: max |x|, ``-inf``: min |x|, 0: the count of non-zeros, else (sum |x|^ord)^(1/ord)."""
+    if ord == 2:
+        return ew.sqrt((x * x).sum())
     a = ew.abs(x)
     if ord == math.inf:
         return a.max()
@@ -35,8 +37,6 @@ def vector_norm(x: Tensor, ord: float) -> Tensor:
         return (a != 0).to(x.dtype).sum()
     if ord == 1:
         return a.sum()
-    if ord == 2:
-        return ew.sqrt((x * x).sum())
     return (a ** ord).sum() ** (1.0 / ord)
 
 
@@ -58,7 +58,7 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
                                f"anyway, set `error_if_nonfinite=False`")
         coef = ew.clamp(max_norm / (total + 1e-6), max=1.0)
         for g in grads:
-            g.copy_(g * coef.to(g.dtype))
+            g.mul_(coef if coef.dtype == g.dtype else coef.to(g.dtype))
     return total
 
 
