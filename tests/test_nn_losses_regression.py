@@ -208,3 +208,24 @@ def test_functional_embedding_padding_idx(device):
     assert gradcheck(lambda t: F.embedding(mg.tensor([[1, 2], [2, 2]]), t, padding_idx=0),
                      [mg.tensor(np.random.default_rng(0).standard_normal((3, 2)),
                                 dtype=mg.float64, requires_grad=True)])
+
+
+@pytest.mark.parametrize("fn,kwargs", [(F.smooth_l1_loss, {"beta": 0.5}),
+                                       (F.huber_loss, {"delta": 0.3})])
+def test_smooth_l1_and_huber_second_derivative(fn, kwargs):
+    """One node with a recorded backward: the gradient of the gradient is the quadratic
+    branch's slope where |x - t| is below the threshold and 0 beyond it."""
+    x, t = pairs((3, 4), 1)
+    target = mg.tensor(t, dtype=mg.float64)
+
+    def first_derivative(a):
+        return mg.autograd.grad(fn(a, target, reduction="sum", **kwargs), a,
+                                create_graph=True)[0]
+
+    a = mg.tensor(x, dtype=mg.float64, requires_grad=True)
+    threshold = kwargs.get("beta", kwargs.get("delta"))
+    slope, limit = (1.0 / threshold, 1.0) if fn is F.smooth_l1_loss else (1.0, threshold)
+    g = first_derivative(a)
+    np.testing.assert_allclose(g.detach().numpy(), np.clip((x - t) * slope, -limit, limit))
+    g.sum().backward()
+    np.testing.assert_allclose(a.grad.numpy(), np.where(np.abs(x - t) < threshold, slope, 0.0))

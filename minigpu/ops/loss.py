@@ -413,12 +413,29 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", wei
     return loss.sum() / weight.sum() if reduction == "mean" else _reduce(loss, reduction)
 
 
+class QuadraticThenLinear(Function):
+    """Elementwise ``quadratic_scale*d*d`` where ``|d| < threshold``, else ``linear_scale *
+    (|d| - 0.5*threshold)`` (smooth L1 and Huber), as one graph node, as PyTorch has one: its
+    gradient ``clamp(2*quadratic_scale*d, -linear_scale, linear_scale)`` is one clamp, where
+    the composed form recorded seven nodes forward and ran them all backward. (The two
+    branches meet at the threshold with the same slope, so the clamp is exact there too.)"""
+    differentiable_backward = True  # Tensor ops: create_graph differentiates them again
+
+    def forward(self, d, threshold, quadratic_scale, linear_scale):
+        self.save_for_backward(d)
+        self.slope, self.limit = 2.0 * quadratic_scale, float(linear_scale)
+        with no_grad():
+            z = ew.abs(d)
+            return ew.where(z < threshold, d * d * quadratic_scale,
+                            (z - 0.5 * threshold) * linear_scale)
+
+    def backward(self, g):
+        d, = self.saved_tensors
+        return g * ew.clamp(d * self.slope, -self.limit, self.limit), None, None, None
+
+
 def _quadratic_then_linear(d, threshold, quadratic_scale, linear_scale):
-    """``quadratic_scale*d*d`` where ``|d| < threshold``, else ``linear_scale * (|d| -
-    0.5*threshold)`` (a ``where`` over the two branches: both are finite everywhere, so the
-    gradient of the unused one is an exact zero)."""
-    z = ew.abs(d)
-    return ew.where(z < threshold, d * d * quadratic_scale, (z - 0.5 * threshold) * linear_scale)
+    return QuadraticThenLinear.apply(d, threshold, quadratic_scale, linear_scale)
 
 
 @op(method=False, F=True, module="SmoothL1Loss")
