@@ -127,16 +127,21 @@ class Addmm(Function):
 
 @op(method=False)
 def linear(x, weight, bias=None):
-    """``x @ weight^T + bias``: a matrix with a bias in one node (``Addmm``); any other case
-    (batched input, no bias, mismatched operands: the errors come from there) as a matmul on
-    the transposed view plus a broadcast add."""
+    """``x @ weight^T + bias``: a matrix with a bias in one node (``Addmm``), a contiguous
+    batch of them (a sequence through a decoder) as that matrix of all its rows; any other case
+    (no bias, mismatched operands: the errors come from there) as a matmul on the transposed
+    view plus a broadcast add."""
     x, weight, bias = autocast_cast("linear", x, weight, bias)
     if (isinstance(x, Tensor) and isinstance(weight, Tensor) and isinstance(bias, Tensor)
-            and len(x.shape) == 2 and len(weight.shape) == 2 and len(bias.shape) == 1
-            and x.shape[1] == weight.shape[1] and bias.shape[0] == weight.shape[0]
+            and len(x.shape) >= 2 and len(weight.shape) == 2 and len(bias.shape) == 1
+            and x.shape[-1] == weight.shape[1] and bias.shape[0] == weight.shape[0]
             and x.dtype == weight.dtype == bias.dtype and x.dtype.kind == "f"
             and x.device == weight.device == bias.device):
-        return Addmm.apply(x, weight, bias)
+        if len(x.shape) == 2:
+            return Addmm.apply(x, weight, bias)
+        if x.is_contiguous():
+            rows = Addmm.apply(x.reshape(-1, x.shape[-1]), weight, bias)
+            return rows.reshape(*x.shape[:-1], weight.shape[0])
     out = matmul(x, weight.mT if weight.ndim == 2 else weight)
     return out if bias is None else out + bias
 
