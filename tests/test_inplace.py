@@ -449,3 +449,75 @@ def test_only_tensors_backward_reads_are_saved_as_in_pytorch():
         h.add_(1)
         with pytest.raises(RuntimeError, match=MODIFIED):
             out.sum().backward()
+
+
+# --- in-place activations: relu_, leaky_relu_, nn.ReLU(inplace=True) ---------------------------
+def _activate(name, slope, inplace):
+    if name == "relu":
+        return lambda t: t.relu_() if inplace else t.relu()
+    return lambda t: nn.functional.leaky_relu(t, slope, inplace=inplace)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@settings(deadline=None, max_examples=12)
+@given(data=st.data())
+def test_inplace_activations_match_out_of_place_values_and_gradients(device, data):
+    """Dense, on a view (the general recipe) and with a negative slope (the result's sign no
+    longer says where the input was positive): values and gradients as out of place."""
+    shape = data.draw(st.tuples(st.integers(1, 4), st.integers(1, 5)), label="shape")
+    name = data.draw(st.sampled_from(["relu", "leaky_relu"]), label="name")
+    slope = data.draw(st.sampled_from([0.0, 0.2, -0.5, 1.5]), label="slope")
+    layout = data.draw(st.sampled_from(["dense", "row", "transposed"]), label="layout")
+    x0 = np.random.default_rng(data.draw(st.integers(0, 2**16))).standard_normal(shape)
+    x0[0, 0] = 0.0  # the kink: the gradient there is 0 (relu) or the slope, as in PyTorch
+    results = {}
+    for inplace in (False, True):
+        x = mg.tensor(x0.astype(np.float32), requires_grad=True, device=device)
+        h = x * 3
+        target = {"dense": h, "row": h[0], "transposed": h.t()}[layout]
+        out = _activate(name, slope, inplace)(target)
+        if inplace:
+            assert out is target and target._version == 1
+        (out * out).sum().backward()
+        results[inplace] = (host(out), host(x.grad))
+    for got, want in zip(results[True], results[False]):
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_inplace_relu_saves_its_result_in_the_input_buffer(device):
+    """Conv -> BatchNorm -> ReLU(inplace=True): the ReLU node keeps the buffer it wrote over,
+    no second activation; its backward reads it and gives the out-of-place gradients."""
+    rng = np.random.default_rng(0)
+    x0 = rng.standard_normal((2, 3, 6, 6)).astype(np.float32)
+    grads = {}
+    for inplace in (False, True):
+        mg.manual_seed(0)
+        model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4),
+                              nn.ReLU(inplace=inplace)).to(device)
+        x = mg.tensor(x0, device=device, requires_grad=True)
+        bn_out = model[1](model[0](x))
+        out = model[2](bn_out)
+        assert (out is bn_out) == inplace
+        if inplace:
+            saved, = out.grad_fn.saved_tensors
+            assert saved._buf is out._buf and out.grad_fn.name() == "ReluBackward"
+        out.sum().backward()
+        grads[inplace] = [host(x.grad)] + [host(p.grad) for p in model.parameters()]
+    for got, want in zip(grads[True], grads[False]):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+def test_inplace_relu_rules_as_pytorch():
+    x = mg.randn(3, requires_grad=True)
+    with pytest.raises(RuntimeError, match=re.escape(LEAF)):
+        x.relu_()
+    y = x.exp()  # saves its output, which relu_ then changes
+    mg.relu_(y)
+    with pytest.raises(RuntimeError, match=MODIFIED):
+        y.sum().backward()
+    with mg.no_grad():  # not recorded: a plain write
+        z = x * 1
+        assert nn.functional.relu_(z) is z and z.grad_fn is None
+    ints = mg.tensor([-2, 0, 3])
+    assert ints.relu_().tolist() == [0, 0, 3] and ints.dtype == mg.int64

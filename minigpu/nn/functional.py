@@ -42,12 +42,14 @@ def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
 
 
 def relu(input, inplace=False):
-    """max(x, 0); ``inplace`` is accepted for compatibility (the result is a new tensor)."""
-    return ops.relu(input)
+    """max(x, 0); ``inplace=True`` writes it over ``input`` (``relu_``) and returns it."""
+    return ops.relu_(input) if inplace else ops.relu(input)
 
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):
-    return ops.leaky_relu(input, negative_slope)
+    """x if x > 0 else negative_slope * x; ``inplace=True`` writes it over ``input``."""
+    return (ops.leaky_relu_(input, negative_slope) if inplace
+            else ops.leaky_relu(input, negative_slope))
 
 
 def tanh(input):

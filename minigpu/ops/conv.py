@@ -21,11 +21,15 @@ gathered again by backward for the weight gradient (one ``im2col``, ~1.6 ms for 
 layer at batch 64 on the cpu device), so a training step's peak holds no large columns between
 forward and backward (``cnn-mnist`` in ``benchmarks/cpu_training_step.py``: 53.8 -> 42.9 MiB).
 Small columns are kept: gathering them again cost the small CNN and DCGAN steps ~7 %.
+Columns larger than ``CHUNK_COLUMNS_BYTES`` (8 MiB) are made a few images at a time
+(:func:`image_chunks`), in forward and in backward, so no step holds a layer's columns for the
+whole batch (a 64x64 DCGAN's second layer: 64 MiB of columns at batch 64). The transposed
+convolution (``conv_transpose.py``) does the same with its columns.
 """
 from __future__ import annotations
 
 from ..autograd import Function
-from ..backends.contract import View, conv_out_size, pair
+from ..backends.contract import View, contiguous_strides, conv_out_size, numel, pair
 from ..dtypes import autocast_cast
 from ..tensor import Tensor
 from . import composite
@@ -36,6 +40,45 @@ from .shape import cat, contiguous, narrow
 
 KEEP_COLUMNS_BYTES = 1 << 20
 """A convolution's im2col columns up to this size are kept from forward to backward."""
+CHUNK_COLUMNS_BYTES = 8 << 20
+"""Columns larger than this are made for a few images at a time (at least one)."""
+
+
+def image_chunks(n, column_bytes_per_image):
+    """``(first image, count)`` slices of a batch of ``n`` whose columns fit
+    ``CHUNK_COLUMNS_BYTES``: the whole batch in one slice when they all fit."""
+    per = max(1, CHUNK_COLUMNS_BYTES // max(1, column_bytes_per_image))
+    return [(start, min(per, n - start)) for start in range(0, n, per)]
+
+
+def images(buf, shape, start, count, offset=0) -> View:
+    """Images ``[start, start + count)`` of a dense ``(N, *rest)`` buffer, as a dense View."""
+    shape = (count,) + tuple(shape[1:])
+    strides = contiguous_strides(shape)
+    return View(buf, shape, strides, offset + start * (strides[0] if count else 0))
+
+
+def written_in_chunks(be, n, chunks, out_shape, dtype, make):
+    """The ``(N, *rest)`` result of ``make(start, count)`` (a dense buffer of those images)
+    over ``chunks``: the one buffer itself when there is one chunk, else each part copied
+    into its place in a new buffer."""
+    if len(chunks) == 1:
+        return make(*chunks[0])
+    out = be.empty(numel(out_shape), dtype)
+    for start, count in chunks:
+        be.assign_(images(out, out_shape, start, count), images(make(start, count), out_shape,
+                                                                 0, count))
+    return out
+
+
+def summed_over_chunks(be, chunks, shape, part):
+    """``part(start, count)`` (a dense buffer of ``shape``) summed over ``chunks``."""
+    total, strides = None, contiguous_strides(shape)
+    for start, count in chunks:
+        p = part(start, count)
+        total = p if total is None else be.binary("add", View(total, shape, strides, 0),
+                                                  View(p, shape, strides, 0))
+    return total
 
 
 class Conv2d(Function):
@@ -52,18 +95,28 @@ class Conv2d(Function):
         ow = conv_out_size(w, kw, stride[1], padding[1], dilation[1])
         k, pixels = c * kh * kw, oh * ow
         be = x.backend
-        cols = be.im2col(x._view(), (kh, kw), stride, padding, dilation)
-        cols_v = View(cols, (n, k, pixels), (k * pixels, pixels, 1), 0)
-        w_v = View(weight._buf, (n, oc, k), (0, k, 1), weight._offset)  # broadcast over n
-        out = be.matmul(w_v, cols_v)
-        if bias is not None:
-            out_v = View(out, (n, oc, pixels), (oc * pixels, pixels, 1), 0)
-            b_v = View(bias._buf, (n, oc, pixels), (0, bias._strides[0], 0), bias._offset)
-            out = be.binary("add", out_v, b_v)
-        self.geometry = ((n, c, h, w), (kh, kw), stride, padding, dilation, (oc, oh, ow))
+        chunks = image_chunks(n, k * pixels * x.dtype.itemsize)
         # small columns are kept (a second gather would cost more time than they take
         # memory); large ones are gathered again in backward
-        self.cols = cols if n * k * pixels * x.dtype.itemsize <= KEEP_COLUMNS_BYTES else None
+        keep = len(chunks) == 1 and n * k * pixels * x.dtype.itemsize <= KEEP_COLUMNS_BYTES
+        self.cols = None
+
+        def convolve(start, count):
+            cols = be.im2col(images(x._buf, x.shape, start, count, x._offset), (kh, kw), stride,
+                             padding, dilation)
+            if keep:
+                self.cols = cols
+            cols_v = View(cols, (count, k, pixels), (k * pixels, pixels, 1), 0)
+            w_v = View(weight._buf, (count, oc, k), (0, k, 1), weight._offset)  # shared by all
+            out = be.matmul(w_v, cols_v)
+            if bias is None:
+                return out
+            out_v = View(out, (count, oc, pixels), (oc * pixels, pixels, 1), 0)
+            b_v = View(bias._buf, (count, oc, pixels), (0, bias._strides[0], 0), bias._offset)
+            return be.binary("add", out_v, b_v)
+
+        out = written_in_chunks(be, n, chunks, (n, oc, pixels), x.dtype, convolve)
+        self.geometry = ((n, c, h, w), (kh, kw), stride, padding, dilation, (oc, oh, ow))
         self.save_for_backward(x, weight)
         return Tensor._dense(out, (n, oc, oh, ow), x.device)
 
@@ -75,23 +128,33 @@ class Conv2d(Function):
         g = contiguous(g)
         be = g.backend
         g_v = View(g._buf, (n, oc, pixels), (oc * pixels, pixels, 1), g._offset)
+        chunks = image_chunks(n, k * pixels * g.dtype.itemsize)
         grad_x = grad_w = grad_b = None
         if self.needs_input_grad[1]:
-            cols = self.cols if self.cols is not None else be.im2col(
-                x._view(), kernel, stride, padding, dilation)
-            self.cols = None
-            grad_w = Tensor._dense(sum_of_products(be, g_v, View(cols, (n, k, pixels),
-                                                                  (k * pixels, pixels, 1), 0)),
+            def weight_part(start, count):
+                cols = self.cols if self.cols is not None else be.im2col(
+                    images(x._buf, x_shape, start, count, x._offset), kernel, stride, padding,
+                    dilation)
+                return sum_of_products(be, images(g._buf, (n, oc, pixels), start, count,
+                                                  g._offset),
+                                       View(cols, (count, k, pixels), (k * pixels, pixels, 1), 0))
+
+            grad_w = Tensor._dense(summed_over_chunks(be, chunks, (oc, k), weight_part),
                                    weight.shape, g.device)
-            del cols  # before grad_x's columns, as large, are made
+            self.cols = None  # before grad_x's columns, as large, are made
         if len(self.needs_input_grad) > 2 and self.needs_input_grad[2]:
             grad_b = Tensor._dense(be.reduce("sum", g_v, (0, 2)), (oc,), g.device)
         if self.needs_input_grad[0]:
-            wt_v = View(weight._buf, (n, k, oc), (0, 1, k), weight._offset)  # W2^T, no copy
-            grad_cols = be.matmul(wt_v, g_v)
-            grad_cols_v = View(grad_cols, (n, k, pixels), (k * pixels, pixels, 1), 0)
-            grad_x = Tensor._dense(be.col2im(grad_cols_v, x_shape, kernel, stride, padding,
-                                             dilation), x_shape, g.device)
+            def input_part(start, count):
+                wt_v = View(weight._buf, (count, k, oc), (0, 1, k), weight._offset)  # W2^T
+                grad_cols = be.matmul(wt_v, images(g._buf, (n, oc, pixels), start, count,
+                                                   g._offset))
+                grad_cols_v = View(grad_cols, (count, k, pixels), (k * pixels, pixels, 1), 0)
+                return be.col2im(grad_cols_v, (count,) + tuple(x_shape[1:]), kernel, stride,
+                                 padding, dilation)
+
+            grad_x = Tensor._dense(written_in_chunks(be, n, chunks, x_shape, g.dtype,
+                                                     input_part), x_shape, g.device)
         return grad_x, grad_w, grad_b, None, None, None
 
 

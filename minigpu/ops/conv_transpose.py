@@ -19,11 +19,11 @@ conv2d's groups are (``_grouped``); the weight is then (C_in, C_out/groups, kh, 
 from __future__ import annotations
 
 from ..autograd import Function
-from ..backends.contract import View, pair
+from ..backends.contract import View, contiguous_strides, numel, pair
 from ..dtypes import autocast_cast
 from ..tensor import Tensor
 from . import composite
-from .conv import check_conv_args, sum_of_products
+from .conv import check_conv_args, image_chunks, images, sum_of_products, written_in_chunks
 from .registry import op
 from .shape import cat, contiguous, narrow
 
@@ -45,16 +45,22 @@ class ConvTranspose2d(Function):
                   zip((h, w), (kh, kw), stride, padding, dilation, output_padding))
         k, pixels = cout * kh * kw, h * w
         be = x.backend
-        wt_v = View(weight._buf, (n, k, cin), (0, 1, k), weight._offset)  # W2^T, no copy
-        x_v = View(x._buf, (n, cin, pixels), (cin * pixels, pixels, 1), x._offset)
-        cols = View(be.matmul(wt_v, x_v), (n, k, pixels), (k * pixels, pixels, 1), 0)
         out_shape = (n, cout, oh, ow)
-        out = be.col2im(cols, out_shape, (kh, kw), stride, padding, dilation)
-        if bias is not None:
-            opix = oh * ow
-            out_v = View(out, (n, cout, opix), (cout * opix, opix, 1), 0)
-            b_v = View(bias._buf, (n, cout, opix), (0, bias._strides[0], 0), bias._offset)
-            out = be.binary("add", out_v, b_v)
+        opix = oh * ow
+
+        def transpose_convolve(start, count):
+            wt_v = View(weight._buf, (count, k, cin), (0, 1, k), weight._offset)  # W2^T
+            x_v = images(x._buf, (n, cin, pixels), start, count, x._offset)
+            cols = View(be.matmul(wt_v, x_v), (count, k, pixels), (k * pixels, pixels, 1), 0)
+            out = be.col2im(cols, (count, cout, oh, ow), (kh, kw), stride, padding, dilation)
+            if bias is None:
+                return out
+            out_v = View(out, (count, cout, opix), (cout * opix, opix, 1), 0)
+            b_v = View(bias._buf, (count, cout, opix), (0, bias._strides[0], 0), bias._offset)
+            return be.binary("add", out_v, b_v)
+
+        out = written_in_chunks(be, n, image_chunks(n, k * pixels * x.dtype.itemsize),
+                                out_shape, x.dtype, transpose_convolve)
         self.geometry = ((kh, kw), stride, padding, dilation, (n, cin, h, w), k)
         self.save_for_backward(x, weight)
         return Tensor._dense(out, out_shape, x.device)
@@ -65,15 +71,34 @@ class ConvTranspose2d(Function):
         pixels = h * w
         g = contiguous(g)
         be = g.backend
-        gcols = View(be.im2col(g._view(), kernel, stride, padding, dilation), (n, k, pixels),
-                     (k * pixels, pixels, 1), 0)
+        chunks = image_chunks(n, k * pixels * g.dtype.itemsize)
         grad_x = grad_w = grad_b = None
-        if self.needs_input_grad[0]:
-            w2 = View(weight._buf, (n, cin, k), (0, k, 1), weight._offset)
-            grad_x = Tensor._dense(be.matmul(w2, gcols), x.shape, g.device)
-        if self.needs_input_grad[1]:
-            x_v = View(x._buf, (n, cin, pixels), (cin * pixels, pixels, 1), x._offset)
-            grad_w = Tensor._dense(sum_of_products(be, x_v, gcols), weight.shape, g.device)
+        whole = len(chunks) == 1
+        needs_x, needs_w = self.needs_input_grad[:2]
+        x_buf = None if whole or not needs_x else be.empty(numel(x.shape), g.dtype)
+        w_buf, w_strides = None, contiguous_strides(weight.shape)
+        for start, count in chunks:  # the columns of g, a few images at a time
+            gcols = View(be.im2col(images(g._buf, g.shape, start, count, g._offset), kernel,
+                                   stride, padding, dilation), (count, k, pixels),
+                         (k * pixels, pixels, 1), 0)
+            if needs_x:
+                w2 = View(weight._buf, (count, cin, k), (0, k, 1), weight._offset)
+                part = be.matmul(w2, gcols)
+                if whole:
+                    x_buf = part
+                else:
+                    be.assign_(images(x_buf, x.shape, start, count),
+                               images(part, x.shape, 0, count))
+            if needs_w:
+                part = sum_of_products(be, images(x._buf, (n, cin, pixels), start, count,
+                                                  x._offset), gcols)
+                w_buf = part if w_buf is None else be.binary(
+                    "add", View(w_buf, weight.shape, w_strides, 0),
+                    View(part, weight.shape, w_strides, 0))
+        if needs_x:
+            grad_x = Tensor._dense(x_buf, x.shape, g.device)
+        if needs_w:
+            grad_w = Tensor._dense(w_buf, weight.shape, g.device)
         if len(self.needs_input_grad) > 2 and self.needs_input_grad[2]:
             grad_b = Tensor._dense(be.reduce("sum", g._view(), (0, 2, 3)), (g.shape[1],),
                                    g.device)

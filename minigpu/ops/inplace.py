@@ -266,3 +266,53 @@ def addcdiv_(x, tensor1, tensor2, value=1):
 def sqrt_(x):
     """``x = sqrt(x)`` in place."""
     return apply_(x, ew.sqrt)
+
+
+# --- in-place activations: the result saved in the input's place -------------------------------
+class ActivationInPlace(Function):
+    """``relu_`` / ``leaky_relu_`` (``F.relu(x, inplace=True)``, ``nn.ReLU(True)``) on a
+    tensor that is not a view: the result is written over the input's buffer, which the node
+    then saves as its output. Their gradient needs only where the result is positive (the
+    input's sign, for a slope >= 0), so a Conv -> BatchNorm -> ReLU(inplace) keeps one
+    activation where the out-of-place form keeps two (PyTorch's memory saving, and its rule)."""
+    differentiable_backward = True  # Tensor ops: create_graph differentiates them again
+
+    def forward(self, x, name, slope):
+        self.entry, self.slope = ew.UNARY_FUNCTIONS[name].entry, slope
+        y = Tensor._result(x.backend.unary(name, x._view(), slope, 0.0), x.shape, x.device)
+        write_(x, y)
+        self.mark_dirty(x)
+        self.save_for_backward(x.detach())  # a detached alias: no output -> node -> output cycle
+        return x
+
+    def backward(self, g):
+        y, = self.saved_tensors
+        return self.entry.grad(g, y, y, self.slope, 0.0), None, None
+
+    def name(self):
+        return f"{ew.UNARY_FUNCTIONS[self.entry.name].__name__}Backward"  # ReluBackward
+
+
+def _activation_(x, name, slope=0.0):
+    check_inplace(x)
+    if not (is_grad_enabled() and x.requires_grad):
+        with no_grad():
+            write_(x, ew.UNARY_FUNCTIONS[name].apply(x, alpha=slope))
+        return x
+    if x._base is None and slope >= 0 and x.dtype.kind == "f":
+        return ActivationInPlace.apply(x, name, slope)
+    # a view (its base is re-based by the recipe) or a negative slope (the sign of the result
+    # no longer tells where the input was positive): the general recipe, out of place first
+    return apply_(x, lambda v: ew.UNARY_FUNCTIONS[name].apply(v, alpha=slope))
+
+
+@op(mg=True, F=True)
+def relu_(x):
+    """``x = max(x, 0)`` in place."""
+    return _activation_(x, "relu")
+
+
+@op(F=True)
+def leaky_relu_(x, negative_slope=0.01):
+    """``x = x if x > 0 else negative_slope * x`` in place."""
+    return _activation_(x, "leaky_relu", float(negative_slope))
