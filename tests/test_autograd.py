@@ -215,3 +215,58 @@ def test_a_node_does_not_keep_an_intermediate_input_alive():
     assert buffer() is None
     out.backward()
     assert x.grad.tolist() == [3.0] * 6
+
+
+# --- a leaf takes its gradient without a copy when nothing else holds it --------------------------
+def _shares(a, b):
+    return np.shares_memory(a.detach().numpy(), b.detach().numpy())
+
+
+def test_a_gradient_nothing_else_holds_becomes_grad_without_a_copy(monkeypatch):
+    import minigpu.autograd as autograd
+    verdicts = []
+    stealable = autograd._stealable
+    monkeypatch.setattr(autograd, "_stealable",
+                        lambda box, leaf: verdicts.append(stealable(box, leaf)) or verdicts[-1])
+    model = mg.nn.Linear(4, 3)
+    x = mg.randn(5, 4)
+    model(x).pow(2).sum().backward()
+    assert verdicts == [True, True]  # weight and bias
+    w_grad = model.weight.grad.numpy().copy()
+    model(x).pow(2).sum().backward()  # accumulates into the taken buffer
+    np.testing.assert_allclose(model.weight.grad.numpy(), 2 * w_grad, rtol=1e-6)
+
+
+def test_a_gradient_held_elsewhere_is_copied():
+    a, b = mg.randn(3, requires_grad=True), mg.randn(3, requires_grad=True)
+    (a + b).backward(mg.ones(3))  # the same gradient object for both leaves, and the caller's
+    assert not _shares(a.grad, b.grad)
+    root = mg.ones(3)
+    c = mg.randn(3, requires_grad=True)
+    (c + 0).backward(root)
+    assert not _shares(c.grad, root)
+
+    stash = []
+
+    class KeepsItsGradient(mg.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 1
+
+        @staticmethod
+        def backward(ctx, g):
+            out = g * 2
+            stash.append(out)
+            return out
+
+    d = mg.randn(3, requires_grad=True)
+    KeepsItsGradient.apply(d).sum().backward()
+    assert not _shares(d.grad, stash[0])
+    d.grad.add_(1)  # an optimizer's in-place update leaves what the Function kept alone
+    np.testing.assert_array_equal(stash[0].numpy(), [2, 2, 2])
+
+    kept = []
+    e = mg.randn(3, requires_grad=True)
+    e.register_hook(lambda g: kept.append(g))
+    (e * 3).sum().backward()
+    assert not _shares(e.grad, kept[0])

@@ -6,7 +6,7 @@ agree exactly, and so must sums done in the same order; others may differ in rou
 """
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import minigpu as mg
@@ -241,3 +241,31 @@ def test_adam_step_equals_its_formulas_bit_for_bit(data, dtype, weight_decay):
         p = p - t(lr / (1 - b1 ** step)) * m / denom
     for got, want in zip((bufs[0], bufs[2], bufs[3]), (p, m, v)):
         assert got.tobytes() == want.tobytes()
+
+
+@settings(deadline=None, max_examples=15)
+@given(data=st.data(), dtype=st.sampled_from([np.float32, np.float64]),
+       momentum=st.sampled_from([0.0, 0.9]), nesterov=st.booleans(),
+       weight_decay=st.sampled_from([0.0, 1e-2]))
+def test_sgd_step_equals_its_formulas_bit_for_bit(data, dtype, momentum, nesterov,
+                                                  weight_decay):
+    """sgd_step_ (in place, a block at a time: sizes across several blocks drawn too) against
+    PyTorch's update written plainly, over three steps."""
+    from minigpu.backends.cpu import optim as cpu_optim
+    n = data.draw(st.sampled_from([1, 7, cpu_optim.BLOCK + 3, 2 * cpu_optim.BLOCK]))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    p, g = (rng.standard_normal(n).astype(dtype) for _ in range(2))
+    t = np.dtype(dtype).type
+    lr, dampening = 0.1, 0.1
+    bufs = [p.copy(), g, np.empty(n, dtype)]
+    buf = None
+    for step in (1, 2, 3):
+        cpu.sgd_step_(*bufs, lr, momentum, dampening, weight_decay, nesterov, step == 1)
+        d = g + t(weight_decay) * p if weight_decay else g
+        if momentum:
+            buf = d.copy() if buf is None else t(momentum) * buf + t(1 - dampening) * d
+            d = d + t(momentum) * buf if nesterov else buf
+        p = p - t(lr) * d
+        assert bufs[0].tobytes() == p.tobytes()
+        if momentum:
+            assert bufs[2].tobytes() == buf.tobytes()

@@ -12,6 +12,18 @@ import math
 import numpy as np
 
 
+BLOCK = 1 << 16
+"""Elements per block of :func:`_add_scaled_`: its temporary is one block, not a parameter."""
+
+
+def _add_scaled_(y, a, x):
+    """``y += a * x`` in place (the same rounding: the product, then the sum), a block at a
+    time, so that a large parameter's update needs no temporary as large as the parameter."""
+    for start in range(0, y.size, BLOCK):
+        block = slice(start, start + BLOCK)
+        y[block] += a * x[block]
+
+
 def sgd_step_(param_buf, grad_buf, momentum_buf, lr, momentum, dampening, weight_decay,
               nesterov, first_step):
     """PyTorch SGD: ``d = g + wd*p``; with momentum ``buf = d`` (first step) or
@@ -25,9 +37,10 @@ def sgd_step_(param_buf, grad_buf, momentum_buf, lr, momentum, dampening, weight
         if first_step:
             momentum_buf[...] = d
         else:
-            momentum_buf[...] = t(momentum) * momentum_buf + t(1 - dampening) * d
+            momentum_buf *= t(momentum)
+            _add_scaled_(momentum_buf, t(1 - dampening), d)
         d = d + t(momentum) * momentum_buf if nesterov else momentum_buf
-    param_buf -= t(lr) * d
+    _add_scaled_(param_buf, -t(lr), d)
 
 
 def adam_step_(param_buf, grad_buf, exp_avg_buf, exp_avg_sq_buf, step, lr, beta1, beta2, eps,
