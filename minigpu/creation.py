@@ -22,8 +22,11 @@ def _shape(size):
     return shape
 
 
+_CPU = Device("cpu")
+
+
 def _device(device):
-    return Device("cpu" if device is None else device)
+    return _CPU if device is None else device if type(device) is Device else Device(device)
 
 
 def tensor(data, dtype=None, device=None, requires_grad=False):

@@ -183,7 +183,7 @@ class Tensor(autograd.TensorBase):
         a = np.asarray(array, dtype=_check_dtype(dtype))
         if a.dtype not in _DTYPES:
             _check_dtype(a.dtype)  # raises, naming the dtypes minigpu has
-        dev = Device(device)
+        dev = device if type(device) is Device else Device(device)
         t = Tensor._dense(backends.get(dev.type).from_numpy(a), a.shape, dev)
         return t.requires_grad_(requires_grad) if requires_grad else t
 
