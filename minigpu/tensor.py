@@ -174,6 +174,8 @@ class Tensor(autograd.TensorBase):
         elements, become the tensor's (``from_numpy``, ``from_dlpack``)."""
         item = array.itemsize
         strides = tuple(s // item for s in array.strides)
+        if strides == row_major_strides(array.shape):  # the common case: a flat view
+            return Tensor._dense(array.reshape(-1), array.shape, Device("cpu"))
         span = 1 + sum((n - 1) * s for n, s in zip(array.shape, strides)) if array.size else 0
         buf = np.lib.stride_tricks.as_strided(array, shape=(span,), strides=(item,))
         return Tensor(buf, array.shape, strides, 0, "cpu")
