@@ -269,3 +269,19 @@ def test_sgd_step_equals_its_formulas_bit_for_bit(data, dtype, momentum, nestero
         assert bufs[0].tobytes() == p.tobytes()
         if momentum:
             assert bufs[2].tobytes() == buf.tobytes()
+
+
+@settings(deadline=None, max_examples=20)
+@given(m=st.sampled_from([1, 5, 64, 65]), k=st.integers(1, 40),
+       n=st.sampled_from([127, 128, 300]), batched=st.booleans(), seed=st.integers(0, 2**16))
+def test_matmul_by_a_transposed_weight_equals_the_plain_product(m, k, n, batched, seed):
+    """A few rows by a column-major (transposed) weight is computed the other way round,
+    ``(W @ x^T)^T`` (``backends/cpu/matmul.py``): the same values as NumPy's product."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((2 if batched else 1, m, k)).astype(np.float32)
+    w = rng.standard_normal((n, k)).astype(np.float32)
+    xv = contract.dense(x.reshape(-1), x.shape)
+    wt = contract.View(w.reshape(-1), (x.shape[0], k, n), (0 if batched else k * n, 1, k), 0)
+    got = cpu.matmul(xv, wt).reshape(x.shape[0], m, n)
+    want = x.astype(np.float64) @ w.T.astype(np.float64)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.sqrt(k))
