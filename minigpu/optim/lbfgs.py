@@ -69,7 +69,9 @@ class LBFGS(Optimizer):
                 start += n
 
     def _move(self, t, d):
-        self._set(self._values() + t * d)
+        x = self._values()  # a new vector: the sum is written into it
+        x += t * d
+        self._set(x)
 
     def _evaluate(self, closure):
         with enable_grad():
@@ -113,7 +115,7 @@ class LBFGS(Optimizer):
                 h_diag = self._remember(t * d, g - g_prev, steps, changes, rho, h_diag,
                                         group["history_size"])
                 d = _two_loop(-g, steps, changes, rho, h_diag)
-            g_prev, loss_prev = g.copy(), loss
+            g_prev, loss_prev = g, loss  # g is rebound to a new vector, never changed
             t = lr * min(1.0, 1.0 / np.abs(g).sum()) if state["n_iter"] == 1 else lr
             slope = float(g @ d)
             if slope > -tol_change:  # not a descent direction (any more)
@@ -168,10 +170,11 @@ def _dtype(p):
 
 def _two_loop(q, steps, changes, rho, h_diag):
     """H q by the two-loop recursion (Nocedal & Wright, Algorithm 7.4), H0 = h_diag * I.
-    Called with q = -g it gives the search direction -H g. The updates run in place through
-    one scratch vector: ``q = q - alpha * y`` would allocate two vectors per pair, and with a
-    long history of large vectors the allocations cost more than the arithmetic."""
-    q, scratch, alphas = q.copy(), np.empty_like(q), []
+    Called with q = -g (a new vector, which becomes the result) it gives the search direction
+    -H g. The updates run in place through one scratch vector: ``q = q - alpha * y`` would
+    allocate two vectors per pair, and with a long history of large vectors the allocations
+    cost more than the arithmetic."""
+    scratch, alphas = np.empty_like(q), []
     for s, y, r in zip(reversed(steps), reversed(changes), reversed(rho)):
         alpha = r * float(s @ q)
         q -= np.multiply(y, alpha, out=scratch)
