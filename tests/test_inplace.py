@@ -521,3 +521,45 @@ def test_inplace_relu_rules_as_pytorch():
         assert nn.functional.relu_(z) is z and z.grad_fn is None
     ints = mg.tensor([-2, 0, 3])
     assert ints.relu_().tolist() == [0, 0, 3] and ints.dtype == mg.int64
+
+
+# --- add_ / sub_ of a scaled tensor in one pass (hand-written SGD) --------------------------------
+@pytest.mark.parametrize("device", DEVICES)
+@settings(deadline=None, max_examples=10)
+@given(n=st.integers(1, 300), alpha=st.sampled_from([1, -1, 2, 0.5, -0.1, 1e-3]),
+       dtype=st.sampled_from([np.float32, np.float64]), subtract=st.booleans(),
+       seed=st.integers(0, 2**16))
+def test_scaled_add_in_place_equals_the_composed_update(device, n, alpha, dtype, subtract,
+                                                        seed):
+    """``p.data.add_(p.grad, alpha=-lr)`` (and sub_) runs as one fused pass: the values of
+    ``p + grad * alpha`` computed out of place, the version bumped, through a leaf's ``.data``."""
+    rng = np.random.default_rng(seed)
+    p0, g0 = rng.standard_normal(n).astype(dtype), rng.standard_normal(n).astype(dtype)
+    p = mg.tensor(p0, device=device, requires_grad=True)
+    g = mg.tensor(g0, device=device)
+    with mg.no_grad():
+        want = host(p - g * alpha) if subtract else host(p + g * alpha)
+    data = p.data
+    out = data.sub_(g, alpha=alpha) if subtract else data.add_(g, alpha=alpha)
+    assert out is data and data._version == 1  # .data has its own counter, as in PyTorch
+    if device == "cpu":
+        np.testing.assert_array_equal(host(p), want)
+    else:  # a GPU may contract the kernel's multiply-add into one FMA: one rounding less
+        np.testing.assert_allclose(host(p), want, rtol=1e-6, atol=1e-7)
+
+
+def test_scaled_add_keeps_the_recorded_and_broadcast_cases_on_the_recipe():
+    x = mg.randn(3, requires_grad=True)
+    y = x * 2
+    y.add_(mg.ones(3), alpha=3)  # recorded: a new grad_fn, gradients through it
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [2, 2, 2])
+    z = mg.zeros(2, 3)
+    z.add_(mg.tensor([1.0, 2.0, 3.0]), alpha=2)  # broadcast: the general recipe
+    np.testing.assert_array_equal(z.numpy(), [[2, 4, 6], [2, 4, 6]])
+    i = mg.tensor([1, 2])
+    i.add_(mg.tensor([3, 4]), alpha=2)  # integers: the general recipe
+    assert i.tolist() == [7, 10]
+    w = mg.ones(4)
+    w.add_(w, alpha=0.5)  # the same buffer on both sides
+    np.testing.assert_array_equal(w.numpy(), [1.5] * 4)

@@ -179,14 +179,43 @@ def apply_(t: Tensor, compute, *operands, cast=_result_dtype):
     return t
 
 
+def owns_dense_buffer(t: Tensor) -> bool:
+    """True when t is its whole buffer, in row-major order (what the fused steps update)."""
+    return (t._offset == 0 and t._buf.size == t.numel()
+            and (t._strides == contiguous_strides(t.shape) or t.is_contiguous()))
+
+
+def _scaled_add_(x: Tensor, other, alpha) -> bool:
+    """``x += alpha * other`` in one pass over x, when nothing records it and both are dense
+    float tensors of one shape, dtype and device, each its own buffer: the update of a
+    hand-written SGD loop, ``p.data.add_(p.grad, alpha=-lr)``. It is the backends' fused SGD
+    step without momentum (``p -= lr * d``, lr = -alpha: the same rounding as the composed
+    ``x + other * alpha``), where the recipe would make ``other * alpha`` and the sum, then
+    copy the sum into x. False (nothing done) where it does not apply."""
+    if not (isinstance(other, Tensor) and isinstance(alpha, (int, float))
+            and not isinstance(alpha, bool) and x.dtype.kind == "f" and x.dtype.itemsize >= 4
+            and other.dtype == x.dtype and other.shape == x.shape and other.device == x.device
+            and other._buf is not x._buf and owns_dense_buffer(x) and owns_dense_buffer(other)
+            and not (is_grad_enabled() and (x.requires_grad or other.requires_grad))):
+        return False
+    check_inplace(x)
+    x.backend.sgd_step_(x._buf, other._buf, None, -alpha, 0, 0, 0, False, False)
+    x._version_counter[0] += 1
+    return True
+
+
 # --- the ops --------------------------------------------------------------------------------------
 @op(method=("add_", "__iadd__"))
 def add_(x, other, alpha=1):
+    if _scaled_add_(x, other, alpha):
+        return x
     return apply_(x, lambda v: ew.add(v, other, alpha=alpha), other)
 
 
 @op(method=("sub_", "__isub__"))
 def sub_(x, other, alpha=1):
+    if isinstance(alpha, (int, float)) and _scaled_add_(x, other, -alpha):
+        return x
     return apply_(x, lambda v: ew.sub(v, other, alpha=alpha), other)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ..autograd import enable_grad, no_grad
-from ..backends.contract import contiguous_strides
+from ..ops.inplace import owns_dense_buffer
 from ..tensor import Tensor
 
 
@@ -19,12 +19,6 @@ def _dense_copy(t: Tensor) -> Tensor:
     out = Tensor._dense(t.backend.empty(t.numel(), t.dtype), t.shape, t.device)
     t.backend.assign_(out._view(), t._view())
     return out
-
-
-def _owns_dense_buffer(t: Tensor) -> bool:
-    """True when t is its whole buffer, in row-major order (what the fused steps update)."""
-    return (t._offset == 0 and t._buf.size == t.numel()
-            and (t._strides == contiguous_strides(t.shape) or t.is_contiguous()))
 
 
 class _RequiredParameter:
@@ -105,7 +99,7 @@ class Optimizer:
         """The flat buffer of a dense tensor (what the fused primitives update in place). A
         tensor to be ``written`` gets a new version, so that a graph which saved it before the
         step refuses to backward, as in PyTorch."""
-        if not _owns_dense_buffer(t):
+        if not owns_dense_buffer(t):
             raise RuntimeError(f"optimizer: the {what} must be a dense tensor that owns its "
                                f"buffer (got shape {tuple(t.shape)}, strides {t._strides}, "
                                f"offset {t._offset})")
@@ -122,7 +116,7 @@ class Optimizer:
                                f"({p.dtype}, {p.device})")
         if maximize:
             g = -g  # a new dense tensor
-        elif not _owns_dense_buffer(g):
+        elif not owns_dense_buffer(g):
             g = _dense_copy(g)
         return self._flat(g, "gradient", written=False)
 

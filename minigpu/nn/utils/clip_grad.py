@@ -1,7 +1,8 @@
 """Gradient clipping, as ``torch.nn.utils.clip_grad_norm_`` / ``clip_grad_value_``.
 
 ``clip_grad_norm_`` computes the norm of every gradient, then the norm of those norms (which
-equals the norm of all gradients concatenated), and scales every gradient in place by
+equals the norm of all gradients concatenated; for the 2-norm, the square root of the summed
+squares of every gradient, one map and one reduction each), and scales every gradient in place by
 ``min(1, max_norm / (total_norm + 1e-6))``. The coefficient stays a 0-d tensor on the
 gradients' device, so clipping never waits for the device (PyTorch's ``error_if_nonfinite``
 check is the one exception: it reads the norm on the host).
@@ -11,10 +12,11 @@ from __future__ import annotations
 import math
 
 from ...autograd import no_grad
+from ...backends.contract import View, contiguous_strides
 from ...creation import tensor
 from ...ops import elementwise as ew
 from ...ops.shape import stack
-from ...tensor import Tensor
+from ...tensor import Tensor, float32, float64
 
 
 def _grads(parameters):
@@ -49,8 +51,12 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
         return tensor(0.0)
     ew.check_same_device(*grads)
     with no_grad():
-        norms = [vector_norm(g, norm_type) for g in grads]
-        total = vector_norm(stack([n.to(grads[0].dtype) for n in norms]), norm_type)
+        if norm_type == 2 and all(g.dtype in (float32, float64) for g in grads):
+            dtype = grads[0].dtype
+            total = ew.sqrt(stack([_sum_of_squares(g).to(dtype) for g in grads]).sum())
+        else:
+            norms = [vector_norm(g, norm_type) for g in grads]
+            total = vector_norm(stack([n.to(grads[0].dtype) for n in norms]), norm_type)
         if error_if_nonfinite and not math.isfinite(total.item()):
             raise RuntimeError(f"The total norm of order {norm_type} for gradients from "
                                f"`parameters` is non-finite, so it cannot be clipped. To disable "
@@ -58,8 +64,27 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
                                f"anyway, set `error_if_nonfinite=False`")
         coef = ew.clamp(max_norm / (total + 1e-6), max=1.0)
         for g in grads:
-            g.mul_(coef if coef.dtype == g.dtype else coef.to(g.dtype))
+            _scale_(g, coef if coef.dtype == g.dtype else coef.to(g.dtype))
     return total
+
+
+def _sum_of_squares(g: Tensor) -> Tensor:
+    """``sum(g * g)`` as a 0-d tensor on g's device, from two backend primitives (a map and a
+    reduction: what PyTorch's ``_foreach_norm`` fuses): the host work of one call per
+    gradient, not of three recorded-op calls (``clip_grad_norm_`` of a 27-parameter
+    Transformer LM: most of its ~1.7 ms was that)."""
+    be, v, n = g.backend, g._view(), g.numel()
+    squares = be.binary("mul", v, v)
+    return Tensor._dense(be.reduce("sum", View(squares, (n,), (1,), 0), (0,)), (), g.device)
+
+
+def _scale_(g: Tensor, coef: Tensor):
+    """``g *= coef`` (a 0-d tensor, g's dtype) in place with the backend's map and copy."""
+    be = g.backend
+    c = View(coef._buf, tuple(g.shape), (0,) * g.ndim, coef._offset)
+    product = be.binary("mul", g._view(), c)
+    be.assign_(g._view(), View(product, tuple(g.shape), contiguous_strides(g.shape), 0))
+    g._version_counter[0] += 1
 
 
 def clip_grad_value_(parameters, clip_value, foreach=None):
