@@ -285,3 +285,43 @@ def test_matmul_by_a_transposed_weight_equals_the_plain_product(m, k, n, batched
     got = cpu.matmul(xv, wt).reshape(x.shape[0], m, n)
     want = x.astype(np.float64) @ w.T.astype(np.float64)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_maps_in_blocks_equal_the_maps_in_one_piece(monkeypatch, dtype):
+    """Every unary and binary map of the op table over flat operands of 40 elements, in blocks
+    of 7 (the last one short) and with a repeated scalar operand: the same bits and dtype as
+    in one piece."""
+    from minigpu.backends import optable
+    from minigpu.backends.cpu import elementwise
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal(40) * 3).astype(dtype)
+    y = (rng.standard_normal(40) * 3).astype(dtype)
+    if dtype == np.int32:
+        y[y == 0] = 1  # integer division by zero raises, as in PyTorch
+    xv, yv = contract.dense(x, (40,)), contract.dense(y, (40,))
+    scalar = contract.View(y[:1].copy(), (40,), (0,), 0)
+
+    def maps():
+        out = {}
+        for op in optable.UNARY:
+            if dtype == np.float32 or not op.float_input:
+                out[op.name] = cpu.unary(op.name, xv, 0.5, 0.25)
+        for op in optable.BINARY:
+            if (dtype == np.int32) == op.name.startswith("bitwise") or dtype == np.int32 and \
+                    op.name in ("add", "sub", "mul", "floor_divide", "remainder"):
+                out[op.name] = cpu.binary(op.name, xv, yv)
+                out[op.name + " scalar"] = cpu.binary(op.name, xv, scalar)
+        return out
+
+    with np.errstate(all="ignore"):
+        whole = maps()
+        monkeypatch.setattr(elementwise, "MAP_BLOCK", 7)
+        monkeypatch.setattr(elementwise, "BLOCKS_FROM", 8)
+        monkeypatch.setattr(elementwise, "SEVERAL_PASSES", frozenset(whole) | {
+            name.split()[0] for name in whole})
+        blocked = maps()
+    assert whole.keys() == blocked.keys() and len(whole) > 10
+    for name in whole:
+        assert blocked[name].dtype == whole[name].dtype, name
+        assert blocked[name].tobytes() == whole[name].tobytes(), name

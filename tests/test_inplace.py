@@ -563,3 +563,25 @@ def test_scaled_add_keeps_the_recorded_and_broadcast_cases_on_the_recipe():
     w = mg.ones(4)
     w.add_(w, alpha=0.5)  # the same buffer on both sides
     np.testing.assert_array_equal(w.numpy(), [1.5] * 4)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("recorded", [False, True])
+def test_inplace_activation_maps_a_block_at_a_time(monkeypatch, device, recorded):
+    """Blocks of 3 elements over 2x7 (the last one short): the values and gradients of the
+    activation in one piece."""
+    from minigpu.ops import inplace
+    x0 = np.random.default_rng(3).standard_normal((2, 7)).astype(np.float32)
+    results = []
+    for block in (1 << 20, 3):
+        monkeypatch.setattr(inplace, "ACTIVATION_BLOCK", block)
+        x = mg.tensor(x0, device=device, requires_grad=recorded)
+        h = x * 2 if recorded else mg.tensor(x0 * 2, device=device)
+        out = nn.functional.leaky_relu(h, 0.1, inplace=True)
+        assert out is h and h._version == 1
+        if recorded:
+            (out * out).sum().backward()
+        results.append((host(out), host(x.grad) if recorded else None))
+    np.testing.assert_array_equal(results[1][0], results[0][0])
+    if recorded:
+        np.testing.assert_array_equal(results[1][1], results[0][1])

@@ -308,8 +308,7 @@ class ActivationInPlace(Function):
 
     def forward(self, x, name, slope):
         self.entry, self.slope = ew.UNARY_FUNCTIONS[name].entry, slope
-        y = Tensor._result(x.backend.unary(name, x._view(), slope, 0.0), x.shape, x.device)
-        write_(x, y)
+        _map_in_blocks_(x, name, slope)
         self.mark_dirty(x)
         self.save_for_backward(x.detach())  # a detached alias: no output -> node -> output cycle
         return x
@@ -322,11 +321,30 @@ class ActivationInPlace(Function):
         return f"{ew.UNARY_FUNCTIONS[self.entry.name].__name__}Backward"  # ReluBackward
 
 
+ACTIVATION_BLOCK = 1 << 20
+"""Elements an in-place activation maps at a time (see :func:`_map_in_blocks_`)."""
+
+
+def _map_in_blocks_(x, name, slope):
+    """x = name(x) in place, a block of a dense x at a time: the map's result (and the
+    temporaries NumPy makes inside it: leaky_relu's mask and product) is one block, not a
+    second activation. Any other layout in one piece. Bumps the version."""
+    be = x.backend
+    if not owns_dense_buffer(x):
+        write_(x, Tensor._result(be.unary(name, x._view(), slope, 0.0), x.shape, x.device))
+        return
+    n = x.numel()
+    for start in range(0, n, ACTIVATION_BLOCK):
+        count = min(ACTIVATION_BLOCK, n - start)
+        block = View(x._buf, (count,), (1,), start)
+        be.assign_(block, View(be.unary(name, block, slope, 0.0), (count,), (1,), 0))
+    x._version_counter[0] += 1
+
+
 def _activation_(x, name, slope=0.0):
     check_inplace(x)
     if not (is_grad_enabled() and x.requires_grad):
-        with no_grad():
-            write_(x, ew.UNARY_FUNCTIONS[name].apply(x, alpha=slope))
+        _map_in_blocks_(x, name, slope)
         return x
     if x._base is None and slope >= 0 and x.dtype.kind == "f":
         return ActivationInPlace.apply(x, name, slope)
