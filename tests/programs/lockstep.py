@@ -5,7 +5,8 @@
 The program imports ``minigpu as torch``. For the PyTorch run an import hook maps ``minigpu``
 and every ``minigpu.x`` to ``torch`` / ``torch.x``; for the minigpu run the real package is
 imported. Both runs happen in this one process, in a fresh working directory each, so that
-Python's and NumPy's global generators (which the programs seed) behave alike.
+Python's and NumPy's global generators (which the programs seed) behave alike; Python's, NumPy's
+and PyTorch's generators start from seed 0, so that a run is the same in every test run.
 
 What the harness makes equal, so that the two runs can be compared step by step:
 
@@ -330,6 +331,9 @@ def _program_context(program, argv, cwd):
 def main():
     out_path, program, *argv = sys.argv[1:]
     program = os.path.abspath(program)
+    # PyTorch seeds its generator from the OS in each process: a program that never calls
+    # manual_seed (regression) would draw other data in every test run
+    torch.manual_seed(0)
     result, start = {}, torch.random.get_rng_state()
     with tempfile.TemporaryDirectory() as weights:
         for name in ("torch", "minigpu"):
