@@ -55,7 +55,21 @@ def images(buf, shape, start, count, offset=0) -> View:
     """Images ``[start, start + count)`` of a dense ``(N, *rest)`` buffer, as a dense View."""
     shape = (count,) + tuple(shape[1:])
     strides = contiguous_strides(shape)
-    return View(buf, shape, strides, offset + start * (strides[0] if count else 0))
+    return View(buf, shape, strides, offset + start * strides[0])
+
+
+def place_(be, out, shape, start, count, part):
+    """Copy ``part``, a dense buffer of images ``[start, start + count)``, into its place in
+    ``out``, a dense buffer of ``shape`` (N, *rest)."""
+    be.assign_(images(out, shape, start, count), images(part, shape, 0, count))
+
+
+def added(be, total, part, shape):
+    """``part`` (a dense buffer of ``shape``), or ``total + part`` when there is a total."""
+    if total is None:
+        return part
+    strides = contiguous_strides(shape)
+    return be.binary("add", View(total, shape, strides, 0), View(part, shape, strides, 0))
 
 
 def written_in_chunks(be, n, chunks, out_shape, dtype, make):
@@ -66,18 +80,15 @@ def written_in_chunks(be, n, chunks, out_shape, dtype, make):
         return make(*chunks[0])
     out = be.empty(numel(out_shape), dtype)
     for start, count in chunks:
-        be.assign_(images(out, out_shape, start, count), images(make(start, count), out_shape,
-                                                                 0, count))
+        place_(be, out, out_shape, start, count, make(start, count))
     return out
 
 
 def summed_over_chunks(be, chunks, shape, part):
     """``part(start, count)`` (a dense buffer of ``shape``) summed over ``chunks``."""
-    total, strides = None, contiguous_strides(shape)
+    total = None
     for start, count in chunks:
-        p = part(start, count)
-        total = p if total is None else be.binary("add", View(total, shape, strides, 0),
-                                                  View(p, shape, strides, 0))
+        total = added(be, total, part(start, count), shape)
     return total
 
 

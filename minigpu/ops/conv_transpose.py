@@ -19,11 +19,12 @@ conv2d's groups are (``_grouped``); the weight is then (C_in, C_out/groups, kh, 
 from __future__ import annotations
 
 from ..autograd import Function
-from ..backends.contract import View, contiguous_strides, numel, pair
+from ..backends.contract import View, numel, pair
 from ..dtypes import autocast_cast
 from ..tensor import Tensor
 from . import composite
-from .conv import check_conv_args, image_chunks, images, sum_of_products, written_in_chunks
+from .conv import (added, check_conv_args, image_chunks, images, place_, sum_of_products,
+                   written_in_chunks)
 from .registry import op
 from .shape import cat, contiguous, narrow
 
@@ -76,7 +77,7 @@ class ConvTranspose2d(Function):
         whole = len(chunks) == 1
         needs_x, needs_w = self.needs_input_grad[:2]
         x_buf = None if whole or not needs_x else be.empty(numel(x.shape), g.dtype)
-        w_buf, w_strides = None, contiguous_strides(weight.shape)
+        w_buf = None
         for start, count in chunks:  # the columns of g, a few images at a time
             gcols = View(be.im2col(images(g._buf, g.shape, start, count, g._offset), kernel,
                                    stride, padding, dilation), (count, k, pixels),
@@ -87,14 +88,11 @@ class ConvTranspose2d(Function):
                 if whole:
                     x_buf = part
                 else:
-                    be.assign_(images(x_buf, x.shape, start, count),
-                               images(part, x.shape, 0, count))
+                    place_(be, x_buf, x.shape, start, count, part)
             if needs_w:
                 part = sum_of_products(be, images(x._buf, (n, cin, pixels), start, count,
                                                   x._offset), gcols)
-                w_buf = part if w_buf is None else be.binary(
-                    "add", View(w_buf, weight.shape, w_strides, 0),
-                    View(part, weight.shape, w_strides, 0))
+                w_buf = added(be, w_buf, part, tuple(weight.shape))
         if needs_x:
             grad_x = Tensor._dense(x_buf, x.shape, g.device)
         if needs_w:

@@ -181,8 +181,7 @@ def apply_(t: Tensor, compute, *operands, cast=_result_dtype):
 
 def owns_dense_buffer(t: Tensor) -> bool:
     """True when t is its whole buffer, in row-major order (what the fused steps update)."""
-    return (t._offset == 0 and t._buf.size == t.numel()
-            and (t._strides == contiguous_strides(t.shape) or t.is_contiguous()))
+    return t._offset == 0 and t._buf.size == t.numel() and t.is_contiguous()
 
 
 def _scaled_add_(x: Tensor, other, alpha) -> bool:

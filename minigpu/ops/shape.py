@@ -289,8 +289,7 @@ def view(x, *shape):
         raise RuntimeError("view size is not compatible with input tensor's size and stride "
                            "(at least one dimension spans across two contiguous subspaces). "
                            "Use .reshape(...) instead.")
-    shape = _infer_shape(shape, x.numel())
-    return x if shape == tuple(x.shape) else Reshape.apply(x, shape)
+    return reshape(x, *shape)
 
 
 @op

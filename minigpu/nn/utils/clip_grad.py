@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from ...autograd import no_grad
-from ...backends.contract import View, contiguous_strides
+from ...backends.contract import View
 from ...creation import tensor
 from ...ops import elementwise as ew
 from ...ops.shape import stack
@@ -64,7 +64,7 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
                                f"anyway, set `error_if_nonfinite=False`")
         coef = ew.clamp(max_norm / (total + 1e-6), max=1.0)
         for g in grads:
-            _scale_(g, coef if coef.dtype == g.dtype else coef.to(g.dtype))
+            g.mul_(coef if coef.dtype == g.dtype else coef.to(g.dtype))
     return total
 
 
@@ -76,15 +76,6 @@ def _sum_of_squares(g: Tensor) -> Tensor:
     be, v, n = g.backend, g._view(), g.numel()
     squares = be.binary("mul", v, v)
     return Tensor._dense(be.reduce("sum", View(squares, (n,), (1,), 0), (0,)), (), g.device)
-
-
-def _scale_(g: Tensor, coef: Tensor):
-    """``g *= coef`` (a 0-d tensor, g's dtype) in place with the backend's map and copy."""
-    be = g.backend
-    c = View(coef._buf, tuple(g.shape), (0,) * g.ndim, coef._offset)
-    product = be.binary("mul", g._view(), c)
-    be.assign_(g._view(), View(product, tuple(g.shape), contiguous_strides(g.shape), 0))
-    g._version_counter[0] += 1
 
 
 def clip_grad_value_(parameters, clip_value, foreach=None):
