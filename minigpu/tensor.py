@@ -176,6 +176,8 @@ class Tensor(autograd.TensorBase):
         strides = tuple(s // item for s in array.strides)
         if strides == row_major_strides(array.shape):  # the common case: a flat view
             return Tensor._dense(array.reshape(-1), array.shape, Device("cpu"))
+        if array.flags.c_contiguous:  # a flat view too, whose size-1 dims have other strides
+            return Tensor(array.reshape(-1), array.shape, strides, 0, "cpu")  # (kept, as PyTorch)
         span = 1 + sum((n - 1) * s for n, s in zip(array.shape, strides)) if array.size else 0
         buf = np.lib.stride_tricks.as_strided(array, shape=(span,), strides=(item,))
         return Tensor(buf, array.shape, strides, 0, "cpu")

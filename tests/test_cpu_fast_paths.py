@@ -103,7 +103,7 @@ def test_conv_weight_gradient_in_both_forms(name, x_shape, w_shape):
 @st.composite
 def conv_geometry(draw):
     """(x_shape, kernel, stride, padding, dilation) whose output is at least 1x1; widths up to
-    12 give outputs on both sides of col2im's OW < 8 switch."""
+    12 give outputs on both sides of col2im's OW < 4 switch."""
     kernel = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
     stride = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
     dilation = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
@@ -114,9 +114,10 @@ def conv_geometry(draw):
         padding, dilation
 
 
-@given(st.data(), st.sampled_from([np.float32, np.float64]))
+@given(st.data(), st.sampled_from([np.float32, np.float64, np.float16]))
 def test_col2im_equals_its_reference(data, dtype):
-    """Exactly: both add the taps in the same (ki, kj) order."""
+    """Exactly: both add the taps in the same (ki, kj) order (float16 is not compiled: the
+    reference itself, or the transposed adds below OW 4)."""
     x_shape, kernel, stride, padding, dilation = data.draw(conv_geometry())
     n, c = x_shape[:2]
     out = [(s + 2 * p - d * (k - 1) - 1) // st_ + 1 for s, k, st_, p, d in
@@ -325,3 +326,22 @@ def test_maps_in_blocks_equal_the_maps_in_one_piece(monkeypatch, dtype):
     for name in whole:
         assert blocked[name].dtype == whole[name].dtype, name
         assert blocked[name].tobytes() == whole[name].tobytes(), name
+
+
+@pytest.mark.parametrize("op", ["sub", "div", "maximum", "lt"])
+@pytest.mark.parametrize("value_first", [False, True])
+def test_binary_with_one_value_seen_through_size_1_dims(op, value_first):
+    """A per-channel mean of one channel broadcast over an image, (1, 1, 1) -> (1, 3, 4): its
+    view keeps stride 1 in the size-1 dim, and still repeats one value; the map runs on the
+    flat buffer against that value, with NumPy's broadcast as the oracle, bit for bit."""
+    image = np.random.default_rng(0).standard_normal(12).astype(np.float32)
+    values = np.array([0.5, -0.25, 3.0], np.float32)  # the view sees values[1] only
+    dense = contract.View(image, (1, 3, 4), (12, 4, 1), 0)
+    one = contract.View(values, (1, 3, 4), (1, 0, 0), 1)
+    operands = (one, dense) if value_first else (dense, one)
+    got = cpu.binary(op, *operands)
+    arrays = [image.reshape(1, 3, 4), values[1:2].reshape(1, 1, 1)]
+    want = getattr(np, {"sub": "subtract", "div": "divide", "lt": "less"}.get(op, op))(
+        *(arrays[::-1] if value_first else arrays))
+    assert got.shape == (12,) and got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want.reshape(-1))

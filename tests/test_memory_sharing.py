@@ -54,6 +54,19 @@ def test_from_numpy_shares_any_positively_strided_array(rows, cols, row_step, co
         np.testing.assert_array_equal(base[untouched], before[untouched])
 
 
+def test_from_numpy_of_a_flat_array_with_a_stride_0_size_1_dim():
+    """A transform's ``image[:, :, None].transpose(2, 0, 1)`` made contiguous: NumPy gives the
+    size-1 dim stride 0; the tensor shares the memory and keeps the strides, as PyTorch's."""
+    image = np.ascontiguousarray((np.arange(12) % 5).astype(np.uint8).reshape(3, 4)[:, :, None]
+                                 .transpose(2, 0, 1))
+    assert image.strides[0] == 0 and image.flags.c_contiguous
+    t, ref = mg.from_numpy(image), torch.from_numpy(image)
+    assert t.stride() == ref.stride() and t.is_contiguous() == ref.is_contiguous()
+    image[0, 2, 3] = 9
+    assert t[0, 2, 3].item() == 9
+    np.testing.assert_array_equal(t.float().numpy(), ref.float().numpy())
+
+
 def test_numpy_of_a_cpu_tensor_and_its_views_share_memory():
     t = mg.arange(12.0).reshape(3, 4)
     col = t[:, 1]

@@ -79,6 +79,20 @@ def test_cat_stack_split(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_stack_promotes_views_and_empty_parts(device):
+    ints = mg.tensor([[1, 2, 3], [4, 5, 6]], device=device)
+    floats = mg.tensor([[0.5, 1.5], [2.5, 3.5], [4.5, 5.5]], device=device).T  # strided
+    out = mg.stack([ints, floats], -1)  # int64 with float32: float32, as torch.stack
+    assert out.dtype == mg.float32 and tuple(out.shape) == (2, 3, 2)
+    np.testing.assert_array_equal(out.numpy(), np.stack([ints.numpy(), floats.numpy()], -1))
+    empty = mg.stack([mg.zeros(0, 3, device=device)] * 4, 1)
+    assert tuple(empty.shape) == (0, 4, 3)
+    a = mg.tensor([1.0, 2.0], device=device, requires_grad=True)
+    (mg.stack([a, a * 3], 0) * mg.tensor([[1.0, 2.0], [3.0, 4.0]], device=device)).sum().backward()
+    np.testing.assert_array_equal(a.grad.numpy(), [1 + 9, 2 + 12])
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_setitem_and_fill(device):
     x = mg.zeros(3, 4, device=device)
     x[1] = 5.0

@@ -283,5 +283,7 @@ _BOOL = np.dtype(np.bool_)
 
 def result_dtype(op: str, dtype) -> np.dtype:
     """Output dtype of an elementwise op: comparisons give bool, everything else keeps dtype."""
-    return _BOOL if op in _BOOL_RESULT else np.dtype(dtype)
+    if op in _BOOL_RESULT:
+        return _BOOL
+    return dtype if isinstance(dtype, np.dtype) else np.dtype(dtype)
 

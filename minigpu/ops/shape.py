@@ -13,6 +13,7 @@ import numpy as np
 
 from ..autograd import Function
 from ..backends.contract import View, contiguous_strides, numel
+from ..dtypes import promote_types
 from ..tensor import Device, Tensor, check_memory_format, normalize_dim
 from .common import check_same_device
 from .registry import op
@@ -198,27 +199,60 @@ class ToDevice(Function):
 
 
 class Cat(Function):
+    """``cat`` along ``dim``: one new buffer, each input copied into its window of it (a view
+    of the output's buffer, made here as a View: no Tensor, no node per window)."""
     differentiable_backward = True  # narrow views of g: Slice
+    stacked = False  # Stack: each input fills one index of a new dim
 
     def forward(self, dim, *tensors):
-        self.dim, self.sizes = dim, [t.shape[dim] for t in tensors]
         first = tensors[0]
+        self.dim = dim
         shape = list(first.shape)
-        shape[dim] = sum(self.sizes)
-        out = Tensor._dense(first.backend.empty(numel(shape), first.dtype), shape, first.device)
-        start = 0
-        for t, size in zip(tensors, self.sizes):
-            if t.numel():  # an empty part writes nothing (and its window may start past the end)
-                t.backend.assign_(narrow(out, dim, start, size)._view(), t._view())
-            start += size
-        return out
+        if self.stacked:
+            self.sizes = [1] * len(tensors)
+            shape.insert(dim, len(tensors))
+        else:
+            self.sizes = [t.shape[dim] for t in tensors]
+            shape[dim] = sum(self.sizes)
+        shape = tuple(shape)
+        assign_ = first.backend.assign_
+        buf = first.backend.empty(numel(shape), first.dtype)
+        strides = contiguous_strides(shape)
+        if buf.size:  # else every window is empty (and may start past the end)
+            window, start = list(shape), 0
+            for t, size in zip(tensors, self.sizes):
+                window[dim] = size
+                source = t._view()
+                if self.stacked:  # the input seen with the new dim, of size 1
+                    source = View(source.buf, tuple(window), source.strides[:dim] + (0,)
+                                  + source.strides[dim:], source.offset)
+                if size:
+                    assign_(View(buf, tuple(window), strides, start * strides[dim]), source)
+                start += size
+        return Tensor._result(buf, shape, first.device)
 
     def backward(self, g):
+        if self.stacked:
+            return (None, *unbind(g, self.dim))
         grads, start = [], 0
         for size in self.sizes:
             grads.append(narrow(g, self.dim, start, size))
             start += size
         return (None, *grads)
+
+
+class Stack(Cat):
+    stacked = True
+
+
+def _of_one_dtype(tensors):
+    """The tensors cast to the dtype they promote to together (PyTorch's ``promote_types``:
+    int64 with float32 is float32, where NumPy says float64)."""
+    dtype = tensors[0].dtype
+    if any(t.dtype != dtype for t in tensors):
+        dtype = functools.reduce(promote_types, [t.dtype for t in tensors])
+        return [t.to(dtype) for t in tensors]
+    return tensors
 
 
 # --- user-facing functions ----------------------------------------------------------------------
@@ -436,8 +470,7 @@ def cat(tensors, dim=0):
             raise RuntimeError(f"Sizes of tensors must match except in dimension {d}. Expected "
                                f"size {list(first.shape)} but got size {list(t.shape)} for "
                                f"tensor number {i} in the list.")
-    dtype = np.result_type(*[t.dtype for t in tensors])
-    return Cat.apply(d, *[t.to(dtype) for t in tensors])
+    return Cat.apply(d, *_of_one_dtype(tensors))
 
 
 @op(method=False, mg=True)
@@ -450,8 +483,8 @@ def stack(tensors, dim=0):
             raise RuntimeError(f"stack expects each tensor to be equal size, but got "
                                f"{list(tensors[0].shape)} at entry 0 and {list(t.shape)} at "
                                f"entry {i}")
-    d = normalize_dim(dim, tensors[0].ndim + 1)
-    return cat([unsqueeze(t, d) for t in tensors], d)
+    check_same_device(*tensors)
+    return Stack.apply(normalize_dim(dim, tensors[0].ndim + 1), *_of_one_dtype(tensors))
 
 
 @op(mg=True)

@@ -38,9 +38,10 @@ def _mapped(op, fn, operands, alpha, beta):
     backward map), and stay in the cache (4M elements: ``leaky_relu_grad`` 13.5 -> 6.4 ms,
     ``sigmoid`` 15.3 -> 8.1 ms; a one-pass map such as ``add`` would only gain a copy, so it is
     never blocked). Every map is elementwise: the values are the same as in one piece."""
+    if op not in SEVERAL_PASSES:  # checked first: most maps, and every small one, stop here
+        return quietly(fn, *operands, alpha, beta)
     n = max(o.size for o in operands)
-    if (n < BLOCKS_FROM or op not in SEVERAL_PASSES
-            or any(o.ndim != 1 for o in operands)):
+    if n < BLOCKS_FROM or any(o.ndim != 1 for o in operands):
         return quietly(fn, *operands, alpha, beta)
 
     def block(start):

@@ -68,10 +68,17 @@ def dense_flat(v: View):
 
 def repeated_value(v: View):
     """The 1-element slice of ``v.buf`` that a view with every stride 0 repeats (a scalar
-    broadcast to a shape, such as the gradient of a sum), or None for any other view."""
-    if any(v.strides):
+    broadcast to a shape, such as the gradient of a sum, or a per-channel mean of one channel
+    seen as (1, H, W): a dim of size 1 may keep its stride), or None for any other view."""
+    if not _repeats_one_value(v.shape, v.strides):
         return None
     return v.buf[v.offset:v.offset + 1]
+
+
+@functools.lru_cache(maxsize=4096)
+def _repeats_one_value(shape: tuple, strides: tuple) -> bool:
+    """Whether every dim of more than one element has stride 0 (cached per layout)."""
+    return not any(s for s, n in zip(strides, shape) if n != 1)
 
 
 @functools.lru_cache(maxsize=4096)
