@@ -1,6 +1,7 @@
 """Tensor factories: from data, constants, ranges and random numbers."""
 from __future__ import annotations
 
+import math
 import numbers
 import warnings
 
@@ -137,7 +138,7 @@ def _random(kind, size, dtype, device, requires_grad, generator):
     if dtype.kind != "f":
         raise TypeError(f"{kind} expects a floating point dtype, got {dtype}")
     dev = _device(device)
-    n = int(np.prod(shape))
+    n = math.prod(shape)
     seed, offset = (generator or default_generator).take(n)
     backend = backends.get(dev.type)
     draw = backend.random_normal if kind == "randn" else backend.random_uniform

@@ -1,6 +1,8 @@
 """NumPy counter-based random numbers (the same bits as the cuda backend)."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 
@@ -15,11 +17,19 @@ def mix32(x):
 
 
 def random_bits(n, seed, offset, stream):
-    """uint32 bits of elements offset..offset+n-1: mix32(counter ^ mix32(seed + stream))."""
-    with np.errstate(over="ignore"):
-        key = mix32(np.uint32((int(seed) + stream * 0x9E3779B9) & 0xFFFFFFFF))
-        counter = (np.arange(n, dtype=np.uint64) + np.uint64(offset)).astype(np.uint32)
-        return mix32(counter ^ key)
+    """uint32 bits of elements offset..offset+n-1: mix32(counter ^ mix32(seed + stream)).
+    (Arrays of unsigned integers wrap around without a warning; only the key, hashed once
+    per seed and stream, is a NumPy scalar.)"""
+    counter = (np.arange(n, dtype=np.uint64) + np.uint64(offset)).astype(np.uint32)
+    return mix32(counter ^ _key(int(seed), stream))
+
+
+@functools.lru_cache(maxsize=64)
+def _key(seed, stream):
+    """mix32(seed + stream * 0x9E3779B9), cached: a generator's draws share its seed and
+    differ in their offsets (eight NumPy scalar operations cost more than drawing 32 numbers)."""
+    with np.errstate(over="ignore"):  # NumPy scalars warn when they wrap around
+        return mix32(np.uint32((seed + stream * 0x9E3779B9) & 0xFFFFFFFF))
 
 
 def _arithmetic(dtype):
