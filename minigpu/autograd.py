@@ -224,17 +224,23 @@ class Function:
             return outputs
         # The graph edges are fixed now: an input later modified in place (and given a new
         # grad_fn) does not change what this node feeds its gradients to.
-        ctx.next_functions = tuple([
-            None if not n else (a.grad_fn, a._output_index) if a._base is None
-            or a._fn_version == a._version_counter[0] else a._refresh_view()
-            for a, n in zip(args, needs)])
         # The walk needs an input itself only where it is a leaf (its gradient accumulates
         # there), elsewhere its shape; holding every input would keep each intermediate
         # activation alive until backward. A node with a composite form keeps them all: under
         # create_graph its composite recomputes from them.
-        ctx.inputs = args if cls.composite is not None else tuple([
-            None if edge is None else a if edge[0] is None else _InputShape(a.shape)
-            for a, edge in zip(args, ctx.next_functions)])
+        keep_all = cls.composite is not None
+        edges, kept = [], []
+        for a, need in zip(args, needs):
+            if not need:
+                edges.append(None)
+                kept.append(None)
+                continue
+            edge = ((a.grad_fn, a._output_index) if a._base is None
+                    or a._fn_version == a._version_counter[0] else a._refresh_view())
+            edges.append(edge)
+            kept.append(a if edge[0] is None else _InputShape(a.shape))
+        ctx.next_functions = tuple(edges)
+        ctx.inputs = args if keep_all else tuple(kept)
         single = not isinstance(outputs, tuple)
         results = (outputs,) if single else outputs
         ctx.num_outputs = len(results)
