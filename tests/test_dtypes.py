@@ -100,6 +100,20 @@ def test_integer_semantics_match_torch(device, dtype):
         assert_same(f(ma, mb), f(ta, tb))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("divisor", [255, 3, 0.1, -7.5])
+def test_division_by_a_python_scalar_is_torchs_bit_for_bit(dtype, divisor):
+    """``x / 255`` (a data transform's scaling) is a division on the cpu device, as in
+    PyTorch's: multiplying by 1/255 differs by an ulp on some of the 256 byte values."""
+    values = np.concatenate([np.arange(256), np.random.default_rng(0).standard_normal(256)])
+    x = values.astype(dtype)
+    np.testing.assert_array_equal((mg.tensor(x) / divisor).numpy(),
+                                  (torch.tensor(x) / divisor).numpy())
+    inplace = mg.tensor(x)
+    inplace /= divisor
+    np.testing.assert_array_equal(inplace.numpy(), (torch.tensor(x) / divisor).numpy())
+
+
 def test_integer_division_by_zero_raises_on_cpu_as_torch():
     for dt in (np.int8, np.int32, np.uint8, np.int64):
         a, b = np.array([4, 5], dt), np.array([1, 0], dt)

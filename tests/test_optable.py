@@ -74,6 +74,7 @@ def test_tensor_methods_are_the_registered_op_functions():
 
 
 PARAMS = {"leaky_relu": (0.1, 0.0), "affine": (2.0, 3.0), "rdiv": (2.0, 0.0),
+          "div_scalar": (-1.5, 0.0),
           "pow": (2.5, 0.0), "rpow": (1.5, 0.0), "clamp": (-0.7, 1.5),
           "softplus": (1.5, 2.0), "elu": (0.7, 0.0)}
 POSITIVE = {"log", "sqrt", "pow", "rdiv", "log1p"}

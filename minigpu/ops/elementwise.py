@@ -100,8 +100,9 @@ def _function(base, entry, suffix=""):
 UNARY_FUNCTIONS = {op.name: _function(Unary, op, "Scalar" if op.name in optable.BINARY_BY_NAME
                                       else "") for op in optable.UNARY if op.grad}
 BINARY_FUNCTIONS = {op.name: _function(Binary, op) for op in optable.BINARY if op.grad}
-Affine, RDiv, PowScalar, RPow, Clamp, LeakyRelu = (
-    UNARY_FUNCTIONS[n] for n in ("affine", "rdiv", "pow", "rpow", "clamp", "leaky_relu"))
+Affine, DivScalar, RDiv, PowScalar, RPow, Clamp, LeakyRelu = (
+    UNARY_FUNCTIONS[n] for n in ("affine", "div_scalar", "rdiv", "pow", "rpow", "clamp",
+                                 "leaky_relu"))
 Add, Sub, Mul, Div, Pow = (BINARY_FUNCTIONS[n] for n in ("add", "sub", "mul", "div", "pow"))
 
 
@@ -259,7 +260,7 @@ def mul(a, b):
 @op(mg=True, method=("div", "__truediv__"), inplace="div_")
 def div(a, b):
     if isinstance(a, Tensor) and _is_scalar(b) and b != 0:
-        return Affine.apply(as_float(a), alpha=1.0 / float(b), beta=0.0)
+        return DivScalar.apply(as_float(a), alpha=float(b))
     a, b = tensor_operands(a, b)
     return Div.apply(as_float(a), as_float(b))
 
