@@ -13,7 +13,7 @@ import numpy as np
 
 from ..autograd import Function
 from ..backends.contract import View, contiguous_strides, numel
-from ..dtypes import promote_types
+from ..dtypes import result_type
 from ..tensor import Device, Tensor, check_memory_format, normalize_dim
 from .common import check_same_device
 from .registry import op
@@ -246,11 +246,11 @@ class Stack(Cat):
 
 
 def _of_one_dtype(tensors):
-    """The tensors cast to the dtype they promote to together (PyTorch's ``promote_types``:
-    int64 with float32 is float32, where NumPy says float64)."""
+    """The tensors cast to the dtype they promote to together (``dtypes.result_type``,
+    PyTorch's rule: int64 with float32 is float32, where NumPy says float64)."""
     dtype = tensors[0].dtype
     if any(t.dtype != dtype for t in tensors):
-        dtype = functools.reduce(promote_types, [t.dtype for t in tensors])
+        dtype = result_type(*tensors)
         return [t.to(dtype) for t in tensors]
     return tensors
 
