@@ -12,7 +12,7 @@ import numbers
 import numpy as np
 
 from ..autograd import Function
-from ..backends.contract import View, contiguous_strides, numel
+from ..backends.contract import View, contiguous_strides, numel, row_major_strides
 from ..dtypes import result_type
 from ..tensor import Device, Tensor, check_memory_format, normalize_dim
 from .common import check_same_device
@@ -135,17 +135,56 @@ class Expand(Function):
         return sum_to(g, self.source), None
 
 
+def view_strides(t: Tensor, shape):
+    """The strides of ``t`` seen in ``shape`` without a copy, or None when no strides can
+    express it (PyTorch's rule, ``at::detail::computeStride``)."""
+    if t._strides == row_major_strides(tuple(t.shape)):  # the common case: dense row-major
+        return row_major_strides(shape)
+    return _view_strides(tuple(t.shape), t._strides, shape)
+
+
+@functools.lru_cache(maxsize=1024)
+def _view_strides(old_shape, old_strides, shape):
+    """``view_strides`` of a (shape, strides) layout. The old dims fall into chunks, runs of
+    dims that are contiguous with one another in memory (a size-1 dim joins any run); a new
+    shape is a view when its dims, read from the last, fill each chunk exactly, each new dim
+    striding over the chunk's base stride times the elements of the new dims after it."""
+    if not old_shape:
+        return (1,) * len(shape)
+    if numel(old_shape) == 0:
+        return old_strides if old_shape == shape else row_major_strides(shape)
+    out = [0] * len(shape)
+    view_d = len(shape) - 1
+    base = old_strides[-1]  # the stride of the chunk's innermost element
+    chunk_numel = view_numel = 1
+    for d in range(len(old_shape) - 1, -1, -1):
+        chunk_numel *= old_shape[d]
+        if d == 0 or (old_shape[d - 1] != 1 and old_strides[d - 1] != chunk_numel * base):
+            while view_d >= 0 and (view_numel < chunk_numel or shape[view_d] == 1):
+                out[view_d] = view_numel * base
+                view_numel *= shape[view_d]
+                view_d -= 1
+            if view_numel != chunk_numel:
+                return None
+            if d > 0:
+                base, chunk_numel, view_numel = old_strides[d - 1], 1, 1
+    return tuple(out) if view_d == -1 else None
+
+
 class Reshape(Function):
+    """A view when strides over the input can express the new shape (``view_strides``), else
+    a row-major copy."""
     differentiable_backward = True  # Tensor ops: create_graph differentiates them again
 
-    def forward(self, x, shape):
+    def forward(self, x, shape, strides):
+        """``strides``: the view's (``view_strides``), None for a copy."""
         self.source = x.shape
-        if x.is_contiguous():
-            return _strided(x, shape, contiguous_strides(shape), x._offset)
+        if strides is not None:
+            return _strided(x, shape, strides, x._offset)
         return Tensor._dense(x.backend.contiguous(x._view()), shape, x.device)
 
     def backward(self, g):
-        return g.reshape(self.source), None
+        return g.reshape(self.source), None, None
 
 
 class Slice(Function):
@@ -314,16 +353,28 @@ def _infer_shape(shape, n):
 @op(mg=True)
 def reshape(x, *shape):
     shape = _infer_shape(shape, x.numel())
-    return x if shape == tuple(x.shape) else Reshape.apply(x, shape)
+    strides = view_strides(x, shape)
+    if strides == x._strides and shape == tuple(x.shape):
+        return x
+    return Reshape.apply(x, shape, strides)
 
 
 @op
 def view(x, *shape):
-    if not x.is_contiguous():
+    """``x`` seen in ``shape`` over its own buffer: PyTorch's rule (``view_strides``), which
+    includes non-contiguous tensors whose dims split or merge within contiguous chunks."""
+    if len(shape) == 1 and not isinstance(shape[0], (tuple, list, numbers.Integral)):
+        raise TypeError(f"view(): argument 'size' must be a tuple of ints, not "
+                        f"{type(shape[0]).__name__} (view(dtype) is not supported)")
+    shape = _infer_shape(shape, x.numel())
+    strides = view_strides(x, shape)
+    if strides is None:
         raise RuntimeError("view size is not compatible with input tensor's size and stride "
                            "(at least one dimension spans across two contiguous subspaces). "
                            "Use .reshape(...) instead.")
-    return reshape(x, *shape)
+    if strides == x._strides and shape == tuple(x.shape):
+        return x
+    return Reshape.apply(x, shape, strides)
 
 
 @op
@@ -348,16 +399,23 @@ def flatten(x, start_dim=0, end_dim=-1):
 
 @op(mg=True)
 def squeeze(x, dim=None):
-    if dim is None:
-        return reshape(x, *[s for s in x.shape if s != 1])
-    dims = normalize_dims(dim, x.ndim)
-    return reshape(x, *[s for i, s in enumerate(x.shape) if not (i in dims and s == 1)])
+    """A view without the size-1 dims (all, or those of ``dim``); the others keep their
+    strides."""
+    dims = range(x.ndim) if dim is None else normalize_dims(dim, x.ndim)
+    kept = [i for i in range(x.ndim) if not (i in dims and x.shape[i] == 1)]
+    if len(kept) == x.ndim:
+        return x
+    return Reshape.apply(x, tuple(x.shape[i] for i in kept), tuple(x._strides[i] for i in kept))
 
 
 @op(mg=True)
 def unsqueeze(x, dim):
+    """A view with a size-1 dim inserted at ``dim``; its stride is PyTorch's (the size times
+    the stride of the dim it comes before, 1 at the end)."""
     d = normalize_dim(dim, x.ndim + 1)
-    return reshape(x, *x.shape[:d], 1, *x.shape[d:])
+    stride = x.shape[d] * x._strides[d] if d < x.ndim else 1
+    return Reshape.apply(x, (*x.shape[:d], 1, *x.shape[d:]),
+                         (*x._strides[:d], stride, *x._strides[d:]))
 
 
 @op
