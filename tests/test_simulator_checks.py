@@ -372,16 +372,16 @@ def plain_after_every_atomic(out, x, seen):
     if t == 31:
         while cuda.atomic.add(out, 0, 0) < 32:  # until every other thread has added
             pass
-        seen[0] = out[0]  # AL-READ
-        out[0] = 0.0
+        seen[0] = out[0]  # a plain load racing only atomics of global memory: not a race
+        out[0] = 0.0  # AL-WRITE
 
 
 @needs_checks
 def test_plain_access_races_with_atomics_the_os_ran_earlier():
-    """The last atomic on the element is the reader's own: racecheck still finds the other
+    """The last atomic on the element is the writer's own: racecheck still finds the other
     threads' unordered atomics (it once kept only the last write, and missed them whenever
     the OS happened to run the plain access last)."""
-    with raises(RaceError, plain_after_every_atomic, "AL-ATOMIC", "AL-READ"):
+    with raises(RaceError, plain_after_every_atomic, "AL-ATOMIC", "AL-WRITE"):
         plain_after_every_atomic[1, 32](np.zeros(1, np.float32), ones, np.zeros(1, np.float32))
 
 

@@ -58,7 +58,7 @@ from greenlet import getcurrent
 from . import config, rules
 from .errors import LaunchConfigError, OutOfBoundsError, RaceError
 from .indeterminate import Indeterminate
-from .rules import same_value_store, unordered
+from .rules import plain_read_of_atomics_is_benign, same_value_store, unordered
 from .sites import Op, _internal, where
 
 _current = getcurrent  # the simulated thread (blocks._Thread) running the kernel
@@ -546,13 +546,16 @@ class Array:
         f = _getframe(2)
         rec = (c, f.f_code.co_filename, f.f_lineno)
         w = e[0]
+        atomics_race = not plain_read_of_atomics_is_benign(self.space)
         if w is not None and w[0][0] is not c[0] and unordered(c, w[0]) and not (
-                e[3] is not None and not w[3] and any(o[0] is c for o in e[3])):
+                e[3] is not None and not w[3] and any(o[0] is c for o in e[3])) and (
+                atomics_race or not w[3]):
             # (benign when this thread stored the same value here in this interval: every
             # store since w wrote w's bytes, so the read sees them in any order)
             self._race(idx, w, "atomic write" if w[3] else "write", rec, "read")
         rival = e[4]
-        if rival is not None and rival[0][0] is not c[0] and unordered(c, rival[0]):
+        if atomics_race and rival is not None and rival[0][0] is not c[0] and \
+                unordered(c, rival[0]):
             self._race(idx, rival, "atomic write", rec, "read")
         r1, r2 = e[1], e[2]
         if r1 is None or r1[0][0] is c[0]:
@@ -597,14 +600,18 @@ class Array:
         for other in same or ():
             if conflicts(other):
                 self._race(idx, other, "write", rec, what)
-        for r in (e[1], e[2]):
-            if conflicts(r):
-                self._race(idx, r, "read", rec, what)
+        reads_stay = atomic and plain_read_of_atomics_is_benign(self.space)
+        if not reads_stay:
+            for r in (e[1], e[2]):
+                if conflicts(r):
+                    self._race(idx, r, "read", rec, what)
         if atomic and w is not None and w[3] and conflicts(w):
             rival = w
         elif not atomic or w is None or w[0][0] is not c[0]:
             rival = None
-        e[0], e[1], e[2], e[3], e[4] = rec, None, None, None, rival
+        if not reads_stay:  # (kept past an atomic: a later plain store still races them)
+            e[1] = e[2] = None
+        e[0], e[3], e[4] = rec, None, rival
 
     def _same_value(self, idx, value):
         """Would storing ``value`` at ``idx`` leave the element's bytes as they are? (Over an
@@ -657,7 +664,8 @@ class Array:
                                                             f.f_code.co_name),)))
             e = self.shadow.get(addr)
             w = e[0] if e is not None else None
-            if w is not None and w[0][0] is not t.clk[0] and unordered(t.clk, w[0]):
+            if w is not None and w[0][0] is not t.clk[0] and unordered(t.clk, w[0]) and not (
+                    w[3] and plain_read_of_atomics_is_benign(self.space)):
                 self._race(idx, w, "atomic write" if w[3] else "write",
                            (t.clk, f.f_code.co_filename, f.f_lineno), "read")
         return Indeterminate(self.a[idx], (

@@ -22,7 +22,8 @@ before anyone sees it, which is correct on a GPU. The message says which rule ap
 **Races** (:func:`unordered`, :func:`same_value_store`): two accesses to one element race when
 they come from different threads, at least one writes, and nothing orders them (a barrier of
 their block, a ``syncwarp`` of their warp, a grid-wide barrier of a cooperative launch, the
-kernel boundary). Atomics never conflict with atomics. A plain store of the bytes the element
+kernel boundary). Atomics never conflict with atomics, and a plain load of global memory does
+not conflict with atomic updates (:func:`plain_read_of_atomics_is_benign`). A plain store of the bytes the element
 already holds is benign: no order of it and another thread's plain store or read can be told
 apart (e.g. every thread storing one final sum, or storing back the value it read), and a
 thread reading an element it has itself stored such a value to in this interval reads those
@@ -62,6 +63,20 @@ def unordered(c, d):
     if c[2] != d[2]:
         return False
     return c[4] != d[4] or c[3] == d[3]
+
+
+def plain_read_of_atomics_is_benign(space):
+    """A plain load of a *global* element that other threads update only with atomics, with
+    nothing ordering them, is not a race: each atomic is indivisible and an aligned load sees
+    the value before or after it, never a torn one, so the load gives some value the atomics
+    made (a kernel that reads ``best[0]``, folds its own values in, then calls
+    ``cuda.atomic.min`` is correct whatever it sees). compute-sanitizer's racecheck does not
+    check global memory at all. In **shared** memory, the space racecheck covers, the pair stays
+    a race, as the CUDA memory model defines it (a plain access and a conflicting atomic not
+    ordered by a barrier are a data race): the strict reading is kept where the tool a GPU
+    programmer runs checks. Plain *stores* racing atomics,
+    and plain loads racing plain stores, are races in both spaces."""
+    return space == "global"
 
 
 def same_value_store(old, new):

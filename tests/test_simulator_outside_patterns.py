@@ -1,0 +1,105 @@
+"""Patterns from code written outside this project (issue 53): kernels a GPU runs as written,
+which the simulator must run the same way, and real bugs in that code which it must report.
+Each kernel here is written for the test, showing the pattern; launches are small.
+"""
+import os
+
+os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+
+import inspect  # noqa: E402
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from numba import cuda, float32, int32  # noqa: E402
+
+import minigpu  # noqa: E402,F401  (installs the simulator)
+from minigpu.cuda import RaceError  # noqa: E402
+from minigpu.simulator import config  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not cuda.config.ENABLE_CUDASIM, reason="tests the CUDA simulator")
+needs_checks = pytest.mark.skipif(not config.CHECKS, reason="MINIGPU_SIM_CHECKS=0")
+
+
+def at(kernel, marker):
+    """``file:line`` of the source line of ``kernel`` carrying the comment ``marker``."""
+    fn = getattr(kernel, "py_func", kernel)
+    lines, start = inspect.getsourcelines(fn)
+    line = start + next(i for i, text in enumerate(lines) if marker in text)
+    return f"{os.path.basename(__file__)}:{line}"
+
+
+# ============================================================================= plain loads of
+# global memory that other threads update with atomics
+
+
+@cuda.jit
+def fold_then_atomic(best, total, x):
+    """Each thread reads the current minimum with a plain load, folds its value in and
+    publishes it with an atomic; other threads' atomics race the load, and any value it sees
+    gives the right final result."""
+    i = cuda.grid(1)
+    seen = best[0]
+    mine = min(seen, x[i])
+    cuda.atomic.min(best, 0, mine)
+    cuda.atomic.max(best, 1, max(best[1], x[i]))
+    cuda.atomic.add(total, 0, x[i] + 0 * total[0])
+
+
+@needs_checks
+def test_a_plain_load_racing_only_atomics_on_global_memory_is_not_a_race():
+    x = np.random.default_rng(0).integers(-100, 100, 64).astype(np.int32)
+    best = np.array([1000, -1000], np.int32)
+    total = np.zeros(1, np.int32)
+    fold_then_atomic[2, 32](best, total, x)
+    assert best.tolist() == [x.min(), x.max()]
+    assert total[0] == x.sum()
+
+
+@cuda.jit
+def plain_store_among_atomics(best, x):
+    i = cuda.grid(1)
+    cuda.atomic.min(best, 0, x[i])  # PS-ATOMIC
+    if i == 40:
+        best[0] = x[i]  # PS-STORE
+
+
+@cuda.jit
+def plain_read_modify_write(best, x):
+    i = cuda.grid(1)
+    if x[i] < best[0]:  # RMW-READ
+        best[0] = x[i]  # RMW-WRITE
+
+
+@cuda.jit
+def shared_load_racing_atomic(out):
+    s = cuda.shared.array(1, int32)
+    t = cuda.threadIdx.x
+    if t == 0:
+        s[0] = 0
+    cuda.syncthreads()
+    cuda.atomic.add(s, 0, 1)  # SH-ATOMIC
+    out[t] = s[0]  # SH-READ
+
+
+@needs_checks
+@pytest.mark.parametrize("kernel, markers", [
+    (plain_store_among_atomics, ("PS-ATOMIC", "PS-STORE")),
+    (plain_read_modify_write, ("RMW-WRITE",)),
+])
+def test_plain_stores_racing_atomics_or_plain_loads_stay_races(kernel, markers):
+    x = np.arange(64, 0, -1).astype(np.int32)
+    with pytest.raises(RaceError) as info:
+        kernel[2, 32](np.array([1000], np.int32), x)
+    msg = str(info.value)
+    assert "global array 'best' at index 0" in msg, msg
+    for m in markers:
+        assert at(kernel, m) in msg, msg
+
+
+@needs_checks
+def test_in_shared_memory_a_plain_load_racing_an_atomic_stays_a_race():
+    with pytest.raises(RaceError) as info:
+        shared_load_racing_atomic[1, 32](np.zeros(32, np.int32))
+    msg = str(info.value)
+    assert at(shared_load_racing_atomic, "SH-ATOMIC") in msg
+    assert at(shared_load_racing_atomic, "SH-READ") in msg
