@@ -13,7 +13,7 @@ import pytest  # noqa: E402
 from numba import cuda, float32, int32  # noqa: E402
 
 import minigpu  # noqa: E402,F401  (installs the simulator)
-from minigpu.cuda import RaceError  # noqa: E402
+from minigpu.cuda import RaceError, SyncError  # noqa: E402
 from minigpu.simulator import config  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not cuda.config.ENABLE_CUDASIM, reason="tests the CUDA simulator")
@@ -103,3 +103,45 @@ def test_in_shared_memory_a_plain_load_racing_an_atomic_stays_a_race():
     msg = str(info.value)
     assert at(shared_load_racing_atomic, "SH-ATOMIC") in msg
     assert at(shared_load_racing_atomic, "SH-READ") in msg
+
+
+# ============================================================================= a grid sync that
+# only some blocks of a cooperative launch reach
+
+
+@cuda.jit
+def grid_sync_in_some_blocks(out):
+    g = cuda.cg.this_grid()
+    i = cuda.grid(1)
+    out[i] = 1
+    if cuda.blockIdx.x < 2:
+        g.sync()  # GRID-SYNC (blocks 2 and 3 never come)
+        out[i] += out[(i + 32) % out.size]
+
+
+def test_a_grid_sync_that_some_blocks_never_reach_is_a_deadlock():
+    with pytest.raises(SyncError) as info:
+        grid_sync_in_some_blocks[4, 32](np.zeros(128, np.int32))
+    msg = str(info.value)
+    assert "kernel 'grid_sync_in_some_blocks'" in msg and "hangs" in msg, msg
+    assert at(grid_sync_in_some_blocks, "GRID-SYNC") in msg, msg
+    assert "ended without arriving ((2, 0, 0), (3, 0, 0))" in msg.replace(
+        "((3, 0, 0), (2, 0, 0))", "((2, 0, 0), (3, 0, 0))"), msg
+
+
+@cuda.jit
+def grid_sync_in_every_block(out, staged):
+    g = cuda.cg.this_grid()
+    i = cuda.grid(1)
+    staged[i] = i
+    g.sync()
+    if cuda.blockIdx.x == 0:
+        return  # ends after the last grid sync: fine
+    out[i] = staged[(i + 32) % out.size]
+
+
+def test_blocks_ending_after_the_last_grid_sync_are_fine():
+    out = np.zeros(96, np.int32)
+    grid_sync_in_every_block[3, 32](out, np.zeros(96, np.int32))
+    i = np.arange(96)
+    assert (out == np.where(i < 32, 0, (i + 32) % 96)).all()

@@ -110,7 +110,7 @@ class _Block:
                     self._try_group(u)
             self._progress(t.warp)
         if self.live == 0 and self.grid is not None:
-            self.grid.leave(self.at_grid)
+            self.grid.leave(self)
 
     # -- state changes -------------------------------------------------------------------
 
@@ -326,28 +326,46 @@ class _Thread(greenlet):
 
 class _Grid:
     """The grid-wide barrier of a cooperative launch, whose blocks all run at once. A block
-    arrives when every live thread of it waits at ``grid_sync``; when every block that has
-    not finished has arrived, :meth:`release` frees them all."""
+    arrives when every live thread of it waits at ``grid_sync``; when every block of the grid
+    has arrived, :meth:`release` frees them all. A block that has ended never arrives: once
+    every other block waits for it, the launch is a deadlock (on a GPU it hangs for ever)."""
 
     def __init__(self, blocks):
         self.blocks = []            # filled by run_grid
         self.live = blocks          # blocks with a live thread
         self.arrived = 0            # of them, blocks waiting at the barrier
+        self.ended = []             # blocks whose threads have all exited
         self.error = None           # the first block's error (run_grid raises it)
 
     def arrive(self):
         self.arrived += 1
         self._complete()
 
-    def leave(self, arrived):
+    def leave(self, block):
         self.live -= 1
-        self.arrived -= arrived
+        self.ended.append(block)
         self._complete()
 
     def _complete(self):
-        if self.arrived and self.arrived == self.live:
-            self.arrived = 0
-            self.release()
+        if not self.arrived or self.arrived != self.live:
+            return
+        if self.ended:
+            self.fail(SyncError(self._deadlock_message()))
+            return
+        self.arrived = 0
+        self.release()
+
+    def _deadlock_message(self):
+        waiting = [b for b in self.blocks if b.at_grid]
+        sites = {t.op.site for b in waiting for t in b.barrier}
+        return (f"kernel '{waiting[0].kernel}': a grid-wide barrier (cg.this_grid().sync()) that "
+                f"not every block reaches: {len(self.ended)} block(s) ended without arriving "
+                f"({', '.join(str(b.block_idx) for b in self.ended)}), while "
+                f"{len(waiting)} block(s) wait at {', '.join(where(s) for s in sites)} "
+                f"({', '.join(str(b.block_idx) for b in waiting)}). A grid sync waits for every "
+                f"block of the cooperative launch, ended or not: on a GPU this hangs for ever. "
+                f"Every block must reach each grid sync (move the sync out of the branch or loop "
+                f"whose condition depends on the block).")
 
     def fail(self, error):
         if self.error is None:
