@@ -23,7 +23,7 @@ from .creation import (arange, as_tensor, empty, empty_like, eye, from_numpy, fu
                        randperm, tensor, zeros, zeros_like)
 from .interop import from_dlpack
 from .ops.registry import exported as _exported
-from .random import Generator, default_generator, initial_seed, manual_seed
+from .random import Generator, default_generator, initial_seed, manual_seed, seed
 from .serialization import load, save
 from .amp import autocast
 from .dtypes import promote_types, result_type

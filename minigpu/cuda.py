@@ -5,7 +5,7 @@ from . import amp  # noqa: F401  (torch.cuda.amp.GradScaler, the older spelling)
 from .simulator.errors import (LaunchConfigError, OutOfBoundsError, RaceError,  # noqa: F401
                                SimulatorError, SyncError, UninitializedReadError)
 
-from . import backends, simulator
+from . import backends, random as _random, simulator
 from .simulator import counters as _counters, trace as _trace
 
 
@@ -25,6 +25,17 @@ def device_count() -> int:
     """How many cuda devices minigpu can use: 1 when ``is_available()``, else 0 (minigpu uses
     one device; ``"cuda:0"`` is the only index)."""
     return 1 if is_available() else 0
+
+
+def manual_seed(seed) -> None:
+    """Seed the random numbers drawn on cuda. minigpu has one generator for every device (the
+    same numbers on cpu and cuda, ``random.py``), so this seeds it, as ``minigpu.manual_seed``."""
+    _random.manual_seed(seed)
+
+
+def manual_seed_all(seed) -> None:
+    """Seed the random numbers of every cuda device: minigpu's one generator."""
+    _random.manual_seed(seed)
 
 
 def is_simulator() -> bool:

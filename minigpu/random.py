@@ -5,26 +5,40 @@ numbers depend only on (seed, how many were drawn before) — identical on cpu a
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 
 class Generator:
-    def __init__(self, seed=0):
-        self.manual_seed(seed)
+    """A generator shaped like ``torch.Generator``: ``manual_seed(s)`` (returns itself),
+    ``seed()`` (a fresh seed from the OS, returned), ``initial_seed()``, ``get_state()`` /
+    ``set_state()`` (here the pair seed, offset). ``device`` is accepted for torch's signature:
+    one generator serves every device."""
+
+    def __init__(self, device="cpu"):
+        self.device = device
+        self.manual_seed(0)
 
     def manual_seed(self, seed):
-        self.seed = int(seed) & 0xFFFFFFFF
+        self._seed = int(seed) & 0xFFFFFFFF
         self.offset = 0
         return self
 
+    def seed(self):
+        """Seed with a non-deterministic number from the OS and return it."""
+        seed = int.from_bytes(os.urandom(4), "little")
+        self.manual_seed(seed)
+        return seed
+
     def initial_seed(self):
-        return self.seed
+        return self._seed
 
     def take(self, n):
         """Reserve n counters; returns (seed, first counter)."""
         start = self.offset
         self.offset += int(n)
-        return self.seed, start
+        return self._seed, start
 
     def numpy_rng(self):
         """A NumPy generator for host-side draws (permutations), advancing this generator."""
@@ -32,18 +46,24 @@ class Generator:
         return np.random.default_rng([seed, offset])
 
     def get_state(self):
-        return np.array([self.seed, self.offset], dtype=np.int64)
+        return np.array([self._seed, self.offset], dtype=np.int64)
 
     def set_state(self, state):
-        self.seed, self.offset = (int(v) for v in state)
+        self._seed, self.offset = (int(v) for v in state)
+        return self
 
 
-default_generator = Generator(0)
+default_generator = Generator()
 
 
 def manual_seed(seed):
     """Seed the generator used by randn/rand/dropout/initialisation on every device."""
     return default_generator.manual_seed(seed)
+
+
+def seed():
+    """Seed the global generator with a non-deterministic number and return it."""
+    return default_generator.seed()
 
 
 def initial_seed():

@@ -236,6 +236,8 @@ class Tensor(autograd.TensorBase):
     def numel(self):
         return numel(self.shape)
 
+    nelement = numel  # torch's older name
+
     def stride(self, dim=None):
         return self._strides if dim is None else self._strides[dim]
 

@@ -134,7 +134,7 @@ def test_plain_loader_on_cpu_is_unchanged(monkeypatch):
     xb, yb = next(iter(loader))
     assert xb.device == "cpu" and not is_pinned(xb)
     np.testing.assert_array_equal(yb.numpy(), [0, 1, 2, 3])
-    monkeypatch.setattr(data_mod, "_cuda_available", lambda: False)
+    monkeypatch.setattr(data_mod.dataloader, "_cuda_available", lambda: False)
     with pytest.warns(UserWarning, match="pin_memory"):
         loader = DataLoader(_dataset(), batch_size=4, pin_memory=True)
     assert loader.pin_memory is False
