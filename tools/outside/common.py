@@ -1,5 +1,7 @@
 """What the outside-suite scripts share: one pytest run of someone else's tests, stock or
-with ``import minigpu`` first (``outside_plugin.py``), and its outcomes per test."""
+with minigpu's sanitizer (``pytest -p minigpu.sanitizer``, the plugin a library's CI would use;
+``outside_plugin.py`` imports minigpu in the processes a test starts), and its outcomes per
+test."""
 from __future__ import annotations
 
 import collections
@@ -17,15 +19,18 @@ RANK = {"failed": 2, "passed": 1, "skipped": 0}
 
 
 def run(label, mode, targets, workers, rootdir, extra_env=None, log=None, deselect=()):
-    """Run pytest on ``targets`` with minigpu (``mode`` "minigpu") or stock; return (test id ->
-    outcome, test id -> seconds, summary line, wall seconds)."""
+    """Run pytest on ``targets`` with minigpu's sanitizer plugin (``mode`` "minigpu", whose
+    summary is printed) or stock; return (test id -> outcome, test id -> seconds, summary line,
+    wall seconds)."""
     fd, results = tempfile.mkstemp(suffix=".jsonl")
     os.close(fd)
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", MINIGPU_OUTSIDE=mode,
                MINIGPU_OUTSIDE_RESULTS=results,
                PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
                **(extra_env or {}))
-    cmd = [sys.executable, "-m", "pytest", "-p", "outside_plugin", "-p", "no:cacheprovider",
+    sanitizer = ["-p", "minigpu.sanitizer"] if mode == "minigpu" else []
+    cmd = [sys.executable, "-m", "pytest", *sanitizer, "-p", "outside_plugin",
+           "-p", "no:cacheprovider",
            "-q", "--timeout=900", "-W", "ignore", "--rootdir", str(rootdir),
            "-c", os.devnull, *(["-n", str(workers)] if workers > 1 else []),
            *(f"--deselect={t}" for t in deselect), *targets]
@@ -44,10 +49,20 @@ def run(label, mode, targets, workers, rootdir, extra_env=None, log=None, desele
             seconds[t] += r.get("duration", 0.0)
     os.unlink(results)
     summary = (proc.stdout.strip().splitlines() or ["(no output)"])[-1]
+    if sanitizer:
+        print(*sanitizer_summary(proc.stdout), sep="\n")
     if proc.returncode not in (0, 1, 5):  # 1: some tests failed; 5: none collected
         print(proc.stdout[-3000:], proc.stderr[-3000:], sep="\n")
         sys.exit(f"{label}: pytest exited with {proc.returncode}")
     return outcomes, seconds, summary, wall
+
+
+def sanitizer_summary(stdout):
+    """The lines of the sanitizer plugin's terminal summary, indented."""
+    lines = stdout.split("= minigpu.sanitizer =", 1)[-1].splitlines()[1:]
+    end = next((i for i, line in enumerate(lines) if line.startswith("ERROR SUMMARY")), None)
+    return ["    " + line for line in lines[:end + 1]] if end is not None else [
+        "    (no minigpu.sanitizer summary in pytest's output)"]
 
 
 def counts(outcomes):
