@@ -11,9 +11,11 @@ import inspect  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from numba import cuda, float32, int32  # noqa: E402
+from numba.cuda.random import (create_xoroshiro128p_states,  # noqa: E402
+                               xoroshiro128p_uniform_float32)
 
 import minigpu  # noqa: E402,F401  (installs the simulator)
-from minigpu.cuda import RaceError, SyncError  # noqa: E402
+from minigpu.cuda import OutOfBoundsError, RaceError, SyncError  # noqa: E402
 from minigpu.simulator import config  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not cuda.config.ENABLE_CUDASIM, reason="tests the CUDA simulator")
@@ -145,3 +147,79 @@ def test_blocks_ending_after_the_last_grid_sync_are_fine():
     grid_sync_in_every_block[3, 32](out, np.zeros(96, np.int32))
     i = np.arange(96)
     assert (out == np.where(i < 32, 0, (i + 32) % 96)).all()
+
+
+# ============================================================================= record arrays:
+# the states of numba.cuda.random
+
+
+@cuda.jit
+def draw_each_from_its_own_state(out, states):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = xoroshiro128p_uniform_float32(states, i)
+
+
+@cuda.jit
+def draw_all_from_state_zero(out, states):
+    i = cuda.grid(1)
+    out[i] = xoroshiro128p_uniform_float32(states, 0)  # SHARED-STATE
+
+
+@cuda.jit
+def draw_past_the_states(out, states):
+    i = cuda.grid(1)
+    out[i] = xoroshiro128p_uniform_float32(states, i + 1)  # PAST-END
+
+
+@cuda.jit
+def swap_fields(pairs):
+    i = cuda.grid(1)
+    p = pairs[i]
+    p.a, p["b"] = p["b"], p.a
+    pairs[(i + 1) % pairs.size] = pairs[i]  # WHOLE-RECORD
+
+
+PAIR = np.dtype([("a", np.int32), ("b", np.float32)])
+
+
+def test_record_arrays_per_thread_use_runs_as_on_a_gpu():
+    states = create_xoroshiro128p_states(64, seed=7)
+    out = np.zeros(64, np.float32)
+    draw_each_from_its_own_state[2, 32](out, states)
+    host = create_xoroshiro128p_states(64, seed=7).copy_to_host()
+    expected = [xoroshiro128p_uniform_float32(host, i) for i in range(64)]  # on the CPU
+    assert np.array_equal(out, np.array(expected, np.float32))
+    assert np.array_equal(states.copy_to_host(), host)  # each state advanced as on the CPU
+
+
+@needs_checks
+def test_every_thread_drawing_from_one_rng_state_is_a_race():
+    states = create_xoroshiro128p_states(4, seed=1)
+    with pytest.raises(RaceError) as info:
+        draw_all_from_state_zero[1, 32](np.zeros(32, np.float32), states)
+    msg = str(info.value)
+    assert "global array 'states' at index 0, field 's" in msg, msg
+    assert at(draw_all_from_state_zero, "SHARED-STATE") in msg, msg
+
+
+@needs_checks
+def test_a_record_index_past_the_end_is_out_of_bounds():
+    states = create_xoroshiro128p_states(32, seed=1)
+    with pytest.raises(OutOfBoundsError) as info:
+        draw_past_the_states[1, 32](np.zeros(32, np.float32), states)
+    msg = str(info.value)
+    assert "global array 'states' at index 32 (shape (32,)" in msg, msg
+    assert "thread (31, 0, 0)" in msg, msg
+
+
+@needs_checks
+def test_record_fields_and_whole_records_are_checked_accesses():
+    pairs = np.zeros(4, PAIR)
+    pairs["a"], pairs["b"] = np.arange(4), np.arange(4) + 0.5
+    one = pairs[:1].copy()
+    swap_fields[1, 1](one)
+    assert one[0]["a"] == 0 and one[0]["b"] == 0.0
+    with pytest.raises(RaceError) as info:
+        swap_fields[1, 4](pairs)
+    assert at(swap_fields, "WHOLE-RECORD") in str(info.value), str(info.value)

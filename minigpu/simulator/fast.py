@@ -1113,7 +1113,7 @@ _HINTS = {}        # (kernel, signature) -> what the disk cache says (:func:`.fa
 def _data(arg):
     """The NumPy storage of an array argument (a checked proxy or, checks off, the array)."""
     if isinstance(arg, memory.Array):
-        return arg.a
+        return arg.a if arg.a.dtype.fields is None else None  # records: the checked path
     if isinstance(arg, np.ndarray) and arg.ndim > 0 and arg.dtype.fields is None:
         return arg
     return None

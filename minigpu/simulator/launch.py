@@ -183,9 +183,9 @@ def _arg(kernel, arg, name, retr, state, numba_type=None):
         ret = arg
     if isinstance(ret, devicearray.FakeCUDAArray):
         a = ret._ary
-        if isinstance(a, np.ndarray) and a.ndim > 0 and a.dtype.fields is None:
-            return memory.global_array(a, name, state)
-        return devicearray.FakeWithinKernelCUDAArray(ret)
+        checked = memory.global_array(a, name, state) if isinstance(a, np.ndarray) and \
+            a.ndim > 0 else None
+        return devicearray.FakeWithinKernelCUDAArray(ret) if checked is None else checked
     return ret
 
 

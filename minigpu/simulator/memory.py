@@ -175,7 +175,7 @@ class Array:
 
     __slots__ = ("a", "name", "space", "shadow", "root", "ptr", "shape", "strides", "ndim",
                  "size", "dtype", "itemsize", "n0", "s0", "n1", "s1", "pk", "pu", "pbits", "pval",
-                 "taint", "shared_by_threads")
+                 "taint", "shared_by_threads", "field")
 
     __cuda_ndarray__ = True  # as the stock FakeCUDAArray
 
@@ -195,6 +195,7 @@ class Array:
         # and block ids): elements holding a stored indeterminate value (one dict per launch
         # for global memory, per block for shared, per array for local; _store_indeterminate)
         self.taint = taint
+        self.field = None  # the record field this array is a view of (RecordArray.field)
 
     # -- the array surface: NumPy's, and the stock simulator's ------------------------------
 
@@ -213,7 +214,7 @@ class Array:
     def _view(self, r):
         """``r`` as a checked proxy when it is an array sharing this array's memory."""
         if isinstance(r, np.ndarray) and r.size and np.may_share_memory(r, self.a):
-            return Array(r, self.name, self.space, self.shadow, self.root, self.taint)
+            return type(self)(r, self.name, self.space, self.shadow, self.root, self.taint)
         return r
 
     def __len__(self):
@@ -392,12 +393,14 @@ class Array:
         raise error
 
     def _wrap(self, r):
-        return Array(r, self.name, self.space, self.shadow, self.root, self.taint) \
+        return type(self)(r, self.name, self.space, self.shadow, self.root, self.taint) \
             if isinstance(r, np.ndarray) and r.ndim else r
 
     # -- loads and stores ------------------------------------------------------------------
 
-    def __getitem__(self, idx):
+    def __getitem__(self, idx, depth=1):
+        """``a[idx]``; ``depth``: how many frames up the kernel's line is (1: the caller; a
+        record's field access passes 2, its own frame being in between)."""
         if self.shared_by_threads:  # before the load: no thread runs between it and its check
             t = _count_towards_spin()
         if type(idx) is _int and self.ndim == 1 and 0 <= idx < self.n0:  # the common cases
@@ -417,23 +420,23 @@ class Array:
         v = self.a[idx]
         pk = self.pk
         if pk and (v == self.pval if pk == 2 else v != v and v.view(self.pu) == self.pbits):
-            v = self._uninit(idx, addr)
+            v = self._uninit(idx, addr, depth + 2)
         shadow = self.shadow
         if shadow is not None:  # global or shared memory (a local array has no shadow)
             c = t.clk
             e = shadow.get(addr)
             if e is None:
-                f = _getframe(1)
+                f = _getframe(depth)
                 shadow[addr] = [None, (c, f.f_code.co_filename, f.f_lineno), None, None, None]
             else:
                 r1 = e[1]
                 if r1 is None or r1[0] is not c:
-                    self._read(e, c, idx)
+                    self._read(e, c, idx, depth)
         if observers:
-            self._observe(addr, "load")
+            self._observe(addr, "load", depth + 2)
         return v
 
-    def __setitem__(self, idx, value):
+    def __setitem__(self, idx, value, depth=1):
         if type(idx) is _int and self.ndim == 1 and 0 <= idx < self.n0:  # the common cases
             addr = self.ptr + idx * self.s0
         elif type(idx) is _tuple and len(idx) == 2 and type(idx[0]) is _int and \
@@ -445,14 +448,14 @@ class Array:
                 _store(self.a, _plain(idx), _plain(value))
                 return
         if type(value) is Indeterminate:  # judged by the use rule, not by racecheck
-            self.a[idx] = self._store_indeterminate(idx, value, addr)
+            self.a[idx] = self._store_indeterminate(idx, value, addr, depth)
             if observers:
-                self._observe(addr, "store")
+                self._observe(addr, "store", depth + 2)
             return
         shadow = self.shadow
         if shadow is not None:
             c = _current().clk
-            f = _getframe(1)
+            f = _getframe(depth)
             rec = (c, f.f_code.co_filename, f.f_lineno, False)
             # Racecheck's verdict and the store are one step: no other simulated thread runs
             # between them (threads switch only where they wait, blocks.py).
@@ -470,9 +473,9 @@ class Array:
         else:
             _store(self.a, idx, value)
         if observers:
-            self._observe(addr, "store")
+            self._observe(addr, "store", depth + 2)
 
-    def _store_indeterminate(self, idx, value, addr):
+    def _store_indeterminate(self, idx, value, addr, depth=1):
         """A store of an indeterminate value: the element holds the poison pattern again and
         remembers the value (``taint``), so that a read by another thread, or the element
         still holding it when the kernel ends (global memory), is the use it is. (Such a store
@@ -480,7 +483,7 @@ class Array:
         if not self.pk:  # a dtype without a recognisable poison: the store is the use
             value.use(f"stored to {self._describe(idx)}")
         t = _current()
-        f = _getframe(2)
+        f = _getframe(depth + 1)
         self.taint[addr] = (value, t.clk[0], f"{f.f_code.co_filename}:{f.f_lineno}", self, idx,
                             t.tidx, t.bidx, self.a[idx])
         return self.pval
@@ -542,8 +545,8 @@ class Array:
 
     # -- racecheck slow paths -------------------------------------------------------------
 
-    def _read(self, e, c, idx):
-        f = _getframe(2)
+    def _read(self, e, c, idx, depth=1):
+        f = _getframe(depth + 1)
         rec = (c, f.f_code.co_filename, f.f_lineno)
         w = e[0]
         atomics_race = not plain_read_of_atomics_is_benign(self.space)
@@ -674,9 +677,92 @@ class Array:
             f"was allocated (it holds the simulator's poison pattern)"))
 
     def _describe(self, idx):
-        kind = {"global": "global array", "shared": "shared array", "local": "local array"}
-        return (f"{kind[self.space]} '{self.name}' at index {idx!r} "
-                f"(shape {tuple(self.shape)}, {self.dtype})")
+        kind = {"global": "global array", "shared": "shared array", "local": "local array",
+                "const": "constant array"}
+        field = "" if self.field is None else f", field '{self.field}'"
+        dtype = self.dtype if self.dtype.fields is None else "record(" + ", ".join(
+            f"{name} {self.dtype.fields[name][0]}" for name in self.dtype.names) + ")"
+        return (f"{kind[self.space]} '{self.name}' at index {idx!r}{field} "
+                f"(shape {tuple(self.shape)}, {dtype})")
+
+
+class RecordArray(Array):
+    """A record (structured) array in a kernel, such as the states of ``numba.cuda.random``:
+    ``a[i]`` checks the index (memcheck) and gives a :class:`Record`, a reference to the
+    element as Numba's record is, whose field loads and stores are checked like any element's:
+    each field is an element of its own for racecheck, at its own byte address."""
+
+    __slots__ = ("fields",)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields = {}  # field name -> the checked array of that field (a view)
+
+    def field_array(self, name):
+        view = self.fields.get(name)
+        if view is None:
+            view = self.fields[name] = checked_array(self.a[name], self.name, self.space,
+                                                     self.shadow, self.root, self.taint)
+            view.field = name
+        return view
+
+    def __getitem__(self, idx, depth=1):
+        if isinstance(idx, np.integer):  # (numba.cuda.random's object-mode code passes these)
+            idx = _int(idx)
+        addr = self._addr(idx)  # a computed negative index raises here: the load is the use
+        if addr is None:
+            return self._wrap(self.a[_plain(idx)])
+        return Record(self, idx)
+
+    def __setitem__(self, idx, value, depth=1):
+        """A whole element stored (``a[i] = a[j]``, ``a[i] = (s0, s1)``): a store of each
+        field, each load of a :class:`Record` value checked too."""
+        if self._addr(idx) is None:
+            _store(self.a, _plain(idx), _plain(value))
+            return
+        for k, name in enumerate(self.dtype.names):
+            if type(value) is Record:
+                v = value.array.field_array(name).__getitem__(value.idx, depth + 1)
+            else:
+                v = value[k] if isinstance(value, (tuple, list)) else value[name]
+            self.field_array(name).__setitem__(idx, v, depth + 1)
+
+
+class Record:
+    """``a[i]`` of a :class:`RecordArray`: ``rec['s0']`` and ``rec.s0`` load the field of
+    element ``i`` through its checked array, and assigning them stores it."""
+
+    __slots__ = ("array", "idx")
+
+    def __init__(self, array, idx):
+        object.__setattr__(self, "array", array)
+        object.__setattr__(self, "idx", idx)
+
+    def __getitem__(self, name):
+        return self.array.field_array(name).__getitem__(self.idx, 2)
+
+    def __setitem__(self, name, value):
+        self.array.field_array(name).__setitem__(self.idx, value, 2)
+
+    def __getattr__(self, name):
+        if name not in self.array.dtype.fields:
+            raise AttributeError(f"record of '{self.array.name}' has no field {name!r}")
+        return self.array.field_array(name).__getitem__(self.idx, 2)
+
+    def __setattr__(self, name, value):
+        if name not in self.array.dtype.fields:
+            raise AttributeError(f"record of '{self.array.name}' has no field {name!r}")
+        self.array.field_array(name).__setitem__(self.idx, value, 2)
+
+    def __repr__(self):
+        return f"<simulated record {self.array.name}[{self.idx!r}]: {self.array.a[self.idx]}>"
+
+
+def checked_array(a, name, space, shadow, root=None, taint=None):
+    """The checked proxy of ``a``: a :class:`RecordArray` for a record dtype, else an
+    :class:`Array`."""
+    cls = Array if a.dtype.fields is None else RecordArray
+    return cls(a, name, space, shadow, root, taint)
 
 
 def _binary_op(name):
@@ -826,8 +912,8 @@ def shared_array(self, shape, dtype, alignment=None):
         a = np.frombuffer(block.dynshared.data, dtype=dtype, count=count)
         if not checked:
             return a
-        return Array(a, _name_at(caller, "dynamic shared"), "shared", block.shared_shadow,
-                     taint=block.taint)
+        return checked_array(a, _name_at(caller, "dynamic shared"), "shared",
+                             block.shared_shadow, taint=block.taint)
     key = (caller.f_code.co_filename, caller.f_lineno)
     arr = block.shared.get(key)
     if arr is None:
@@ -841,8 +927,8 @@ def shared_array(self, shape, dtype, alignment=None):
                 f"a block may use at most {STATIC_SHARED_LIMIT} bytes (48 KiB).")
         arr = a
         if checked:
-            arr = Array(a, _name_at(caller, "shared"), "shared", block.shared_shadow,
-                        taint=block.taint)
+            arr = checked_array(a, _name_at(caller, "shared"), "shared", block.shared_shadow,
+                                taint=block.taint)
         block.shared[key] = arr
     return arr
 
@@ -860,14 +946,15 @@ def local_array(self, shape, dtype, alignment=None):
     a = fill_poison(np.empty(shape, _dtype(dtype, kernelapi)))
     if not config.CHECKS:
         return a
-    return Array(a, _name_at(_getframe(1), "local"), "local", None, taint={})
+    return checked_array(a, _name_at(_getframe(1), "local"), "local", None, taint={})
 
 
 def global_array(a, name, launch):
-    """What a kernel sees for a device-array argument ``a`` (a NumPy array)."""
-    if not (config.CHECKS or observers) or a.dtype.fields is not None:
-        return a
-    return Array(a, name, "global", launch.shadow, taint=launch.taint)
+    """What a kernel sees for a device-array argument ``a`` (a NumPy array); None for a record
+    array with the checks off (the stock simulator's wrapper then gives ``rec.field``)."""
+    if not (config.CHECKS or observers):
+        return a if a.dtype.fields is None else None
+    return checked_array(a, name, "global", launch.shadow, taint=launch.taint)
 
 
 def check_kept(launch):
