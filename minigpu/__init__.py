@@ -21,6 +21,7 @@ from .autograd import (Function, enable_grad, inference_mode, is_grad_enabled, n
 from .creation import (arange, as_tensor, empty, empty_like, eye, from_numpy, full, full_like,
                        linspace, ones, ones_like, rand, rand_like, randint, randn, randn_like,
                        randperm, tensor, zeros, zeros_like)
+from .graphs import compile
 from .interop import from_dlpack
 from .ops.registry import exported as _exported
 from .random import Generator, default_generator, initial_seed, manual_seed, seed

@@ -6,6 +6,9 @@ from .simulator.errors import (LaunchConfigError, OutOfBoundsError, RaceError,  
                                SimulatorError, SyncError, UninitializedReadError)
 
 from . import backends, random as _random, simulator
+from .graphs import (CaptureError, CUDAGraph, graph, graph_pool_handle,  # noqa: F401
+                     make_graphed_callables)
+from .graphs.capture import refuse as _refuse_in_capture
 from .simulator import counters as _counters, trace as _trace
 
 
@@ -76,6 +79,7 @@ def trace(block=0, warp=None):
 
 def synchronize():
     """Wait until all queued kernels and copies on the current stream have finished."""
+    _refuse_in_capture("minigpu.cuda.synchronize()", "it waits for the device (a host sync)")
     _device().synchronize()
 
 

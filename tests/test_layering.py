@@ -182,6 +182,19 @@ def test_production_never_imports_lessons_tools_or_exercises():
     assert not bad
 
 
+def test_nothing_below_the_graph_layer_imports_it():
+    """``minigpu/graphs`` records what the eager layers do through one seam
+    (``backends.replace``); the eager layers (``ops/`` and below) never import it: only its
+    floor (``mg.cuda``) and the floors above do."""
+    table = floors()
+    known, edges = graph()
+    ops = dict((entry, n) for n, entry in table)["ops/"]
+    importers = {a for a, b, _, _ in edges
+                 if b.startswith("minigpu.graphs") and not a.startswith("minigpu.graphs")}
+    assert "minigpu.cuda" in importers
+    assert all(floor_of(known[a], table) > ops for a in importers), importers
+
+
 def test_no_import_cycle_and_few_local_imports():
     print(report())
     _, edges = graph()

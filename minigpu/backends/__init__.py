@@ -32,6 +32,21 @@ def cuda_module(name: str):
     return importlib.import_module(f"{__name__}.cuda.{name}")
 
 
+def loaded() -> tuple:
+    """The device types whose backend ``get`` has loaded (``("cpu",)``, ``("cpu", "cuda")``)."""
+    return tuple(_LOADED)
+
+
+def replace(device_type: str, module):
+    """Make ``get(device_type)`` answer ``module`` and return what it answered: the one seam
+    of the graph layer (``minigpu/graphs``), which, while it captures, puts a recording proxy
+    of the backend here so that every op's ``x.backend.<primitive>(...)`` is recorded. Nothing
+    in the eager layers calls it."""
+    previous = get(device_type)
+    _LOADED[device_type] = module
+    return previous
+
+
 def get(device_type: str):
     """The backend module for ``"cpu"`` or ``"cuda"`` (cuda is imported on first use; without
     a GPU or the simulator, a clear error instead of Numba's driver message)."""

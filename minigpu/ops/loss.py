@@ -226,7 +226,9 @@ def _class_targets(name, rows, target, weight, ignore_index):
     c = rows.shape[1]
     valid = target != ignore_index
     safe = ew.where(valid, target, 0)
-    if safe.numel():
+    # (not inside a graph capture, which cannot read values: there a bad target is caught by
+    # the gather, as PyTorch's cuda kernels do; docs/graphs.md)
+    if safe.numel() and not getattr(safe.backend, "capturing", False):
         lo, hi = (int(v) for v in stack([safe.min(), safe.max()]).numpy())
         if lo < 0 or hi >= c:
             raise IndexError(f"{name}: Target {lo if lo < 0 else hi} is out of bounds: "
