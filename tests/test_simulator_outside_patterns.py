@@ -11,6 +11,7 @@ import inspect  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from numba import cuda, float32, int32  # noqa: E402
+from numba.cuda.core.errors import TypingError  # noqa: E402
 from numba.cuda.random import (create_xoroshiro128p_states,  # noqa: E402
                                xoroshiro128p_uniform_float32)
 
@@ -223,3 +224,48 @@ def test_record_fields_and_whole_records_are_checked_accesses():
     with pytest.raises(RaceError) as info:
         swap_fields[1, 4](pairs)
     assert at(swap_fields, "WHOLE-RECORD") in str(info.value), str(info.value)
+
+
+# ============================================================================= constant memory
+
+WEIGHTS = np.array([0.25, 0.5, 0.25], np.float32)
+
+
+@cuda.jit
+def smooth_with_constants(out, x):
+    w = cuda.const.array_like(WEIGHTS)
+    i = cuda.grid(1)
+    if 1 <= i < x.size - 1:
+        out[i] = w[0] * x[i - 1] + w[1] * x[i] + w[2] * x[i + 1]
+
+
+@cuda.jit
+def store_into_constants(out):
+    w = cuda.const.array_like(WEIGHTS)
+    w[0] = 1.0  # CONST-STORE
+    out[0] = w[0]
+
+
+@cuda.jit
+def atomic_on_constants(out):
+    w = cuda.const.array_like(WEIGHTS)
+    out[0] = cuda.atomic.add(w, 1, 1.0)  # CONST-ATOMIC
+
+
+def test_constant_arrays_are_read_as_on_a_gpu():
+    x = np.arange(8, dtype=np.float32) ** 2
+    out = np.zeros(8, np.float32)
+    smooth_with_constants[1, 8](out, x)
+    assert np.allclose(out[1:-1], 0.25 * x[:-2] + 0.5 * x[1:-1] + 0.25 * x[2:])
+
+
+@pytest.mark.parametrize("kernel, marker", [(store_into_constants, "CONST-STORE"),
+                                            (atomic_on_constants, "CONST-ATOMIC")])
+def test_a_store_into_a_constant_array_is_refused_as_numba_refuses_it(kernel, marker):
+    with pytest.raises(TypingError) as info:
+        kernel[1, 1](np.zeros(1, np.float32))
+    msg = str(info.value)
+    assert "constant array 'w' at index " in msg and "read-only" in msg, msg
+    assert "Cannot modify readonly array of type: readonly array(float32, 1d, C)" in msg, msg
+    assert at(kernel, marker) in msg, msg
+    assert WEIGHTS.tolist() == [0.25, 0.5, 0.25]  # unchanged

@@ -758,6 +758,41 @@ class Record:
         return f"<simulated record {self.array.name}[{self.idx!r}]: {self.array.a[self.idx]}>"
 
 
+class ConstArray(Array):
+    """``cuda.const.array_like(ary)`` in a kernel: constant memory, checked loads, and no
+    store — Numba refuses to compile a kernel that stores into it (``setitem`` on a read-only
+    array), so a store or an atomic raises the ``TypingError`` a GPU build gives."""
+
+    __slots__ = ()
+
+    def __setitem__(self, idx, value, depth=1):
+        self._refuse(idx, "store into")
+
+    def atomic(self, idx, update, val=None):
+        self._refuse(idx, "atomic update of")
+
+    def _refuse(self, idx, what):
+        from numba.cuda.core.errors import TypingError
+        from numba.cuda.np.numpy_support import from_dtype
+        f = _user_frame()
+        t = _current()
+        layout = "C" if self.a.flags.c_contiguous else "F" if self.a.flags.f_contiguous else "A"
+        raise TypingError(
+            f"kernel '{t.launch.name}': {what} {self._describe(idx)} at "
+            f"{f.f_code.co_filename}:{f.f_lineno} by thread {t.tidx} of block {t.bidx}: an "
+            f"array from cuda.const.array_like is constant memory, read-only in a kernel, and "
+            f"Numba does not compile this kernel for a GPU (Cannot modify readonly array of "
+            f"type: readonly array({from_dtype(self.dtype)}, {self.ndim}d, {layout})). Copy it "
+            f"into a local or shared array to change it.")
+
+
+def const_array(self, ary):
+    """``cuda.const.array_like``: the array as read-only constant memory (:class:`ConstArray`;
+    the stock simulator gave the host array itself, so a kernel could change it)."""
+    return ConstArray(np.asarray(_plain(ary)), _name_at(_getframe(1), "constant"), "const",
+                      None)
+
+
 def checked_array(a, name, space, shadow, root=None, taint=None):
     """The checked proxy of ``a``: a :class:`RecordArray` for a record dtype, else an
     :class:`Array`."""

@@ -26,7 +26,8 @@ def check():
     for owner, names in ((kernel_mod, ("FakeCUDAKernel", "_push_kernel_context",
                                        "_get_kernel_context")),
                          (kernelapi, ("FakeCUDAModule", "FakeCUDAShared", "FakeCUDALocal",
-                                      "FakeCUDAAtomic", "Dim3", "types", "numpy_support",
+                                      "FakeCUDAAtomic", "FakeCUDAConst", "Dim3", "types",
+                                      "numpy_support",
                                       "GridGroup")),
                          (devicearray, ("FakeCUDAArray", "FakeWithinKernelCUDAArray",
                                         "device_array")),
@@ -73,6 +74,7 @@ def apply(cuda, _set):
             _set(owner, "jit", jit)
     _set(kernelapi.FakeCUDAShared, "array", memory.shared_array)
     _set(kernelapi.FakeCUDALocal, "array", memory.local_array)
+    _set(kernelapi.FakeCUDAConst, "array_like", memory.const_array)
     for name, fn in vars(memory.Atomics).items():
         if callable(fn) and not name.startswith("_"):
             _set(kernelapi.FakeCUDAAtomic, name, fn)
