@@ -231,3 +231,19 @@ def test_compile_graph_break_falls_back_to_eager_or_raises_with_fullgraph():
     with pytest.raises(CaptureError, match="item"):
         mg.compile(fn, fullgraph=True)(x)
     assert mg.compile(fn, backend="eager") is fn
+
+
+def test_the_replay_benchmark_runs(tmp_path, monkeypatch):
+    """``benchmarks/graphs_replay.py`` end to end (tiny repeat): a row per workload."""
+    import importlib
+    import json
+    import sys
+    from pathlib import Path
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    bench = importlib.import_module("graphs_replay")
+    monkeypatch.setattr(bench, "torch", None)  # its columns are host_overhead.py's, tested there
+    out = tmp_path / "rows.json"
+    bench.main(["--rounds", "1", "--round-ms", "1", "--json", str(out)])
+    rows = json.loads(out.read_text())["cpu"]
+    assert len(rows) == 4 and all(r["replay_us"] > 0 and r["eager_us"] > 0 for r in rows)
+    sys.modules.pop("graphs_replay")

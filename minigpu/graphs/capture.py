@@ -26,6 +26,7 @@ made during the capture are the graph's private pool (the steps hold them).
 """
 from __future__ import annotations
 
+import functools
 import os
 import sys
 
@@ -185,7 +186,7 @@ class Capture:
                 out = fn(*args, **kwargs)
             finally:
                 self._direct -= 1
-            self.steps.append(_replayed_call(name, fn, args, kwargs, out, cuda))
+            self.steps.append(_replayed_call(module, name, fn, args, kwargs, out))
         self._own(out)
         return out
 
@@ -240,7 +241,7 @@ def _restore(buf, copy):
         buf.copy_to_device(copy)
 
 
-def _replayed_call(name, fn, args, kwargs, out, cuda):
+def _replayed_call(module, name, fn, args, kwargs, out):
     """The step that repeats one primitive call: its result copied into the buffer(s) the
     capture got (cpu), an optimizer's step count advanced, its first-step flag cleared."""
     args = list(args)
@@ -262,6 +263,10 @@ def _replayed_call(name, fn, args, kwargs, out, cuda):
         return update
     if out is None:
         return lambda: fn(*args, **kwargs)
+    if module.name == "cpu" and name in ("unary", "binary") and not kwargs:
+        lean = _lean_map(module.array, args, out)
+        if lean is not None:
+            return lean
     if isinstance(out, tuple):
         def into_all():
             for buf, new in zip(out, fn(*args, **kwargs)):
@@ -269,6 +274,28 @@ def _replayed_call(name, fn, args, kwargs, out, cuda):
                     np.copyto(buf, new)
         return into_all
     return _into(out, fn, args, kwargs)
+
+
+LEAN_MAPS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
+             "neg": np.negative, "sqrt": np.sqrt, "relu": np.maximum}
+"""Table maps whose NumPy form (``backends/optable.py``) is this one correctly rounded ufunc
+(``relu``: ``np.maximum(x, 0)``): a cpu replay calls it on NumPy views made once, writing into
+the pool's buffer (``out=``), the same values as the backend's call."""
+
+
+def _lean_map(array, args, out):
+    """The replay of a cpu ``unary``/``binary`` call as one pre-bound ufunc, or None where the
+    call is not a plain map of :data:`LEAN_MAPS` on floats of the result's dtype."""
+    op, views, params = args[0], args[1:], ()
+    while views and not isinstance(views[-1], View):
+        views, params = views[:-1], (views[-1],) + params
+    ufunc = LEAN_MAPS.get(op)
+    if ufunc is None or any(params) or out.dtype.kind != "f" \
+            or any(v.dtype != out.dtype or v.shape != views[0].shape for v in views):
+        return None
+    operands = [array(v) for v in views] + ([0] if op == "relu" else [])
+    target = out.reshape(views[0].shape)
+    return functools.partial(ufunc, *operands, out=target)
 
 
 def _into(out, fn, args, kwargs):

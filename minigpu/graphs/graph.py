@@ -9,6 +9,7 @@ PyTorch, the capture works on both devices: on cpu it records the NumPy backend'
 from __future__ import annotations
 
 from ..autograd import Function, grad as autograd_grad
+from ..backends.cpu.memory import quietly
 from ..random import default_generator
 from .capture import Capture
 
@@ -48,12 +49,12 @@ class CUDAGraph:
         steps = self._steps
         if steps is None:
             raise RuntimeError("CUDAGraph.replay: nothing has been captured into this graph")
-        recorded, generator = self._recorded, default_generator
+        recorded = self._recorded
         if recorded.draws:
+            generator = default_generator
             recorded.rng[0], recorded.rng[1] = generator.initial_seed(), generator.offset
-        for step in steps:
-            step()
-        generator.offset += recorded.draws
+            generator.offset += recorded.draws
+        quietly(_run, steps)  # NumPy's warnings off: inf and nan are results, as in the maps
 
     def reset(self):
         """Forget the captured work; its buffers are freed when no tensor holds them."""
@@ -77,6 +78,11 @@ class CUDAGraph:
     def pool_buffers(self) -> list:
         """The buffers the capture made (the graph's private pool)."""
         return list(self._recorded.pool) if self._recorded is not None else []
+
+
+def _run(steps):
+    for step in steps:
+        step()
 
 
 class graph:

@@ -1,0 +1,69 @@
+"""Host time per step: minigpu eager, the same step captured once and replayed
+(``mg.cuda.graph``, ``docs/graphs.md``), and PyTorch eager, measured in the same run.
+
+The workloads are ``host_overhead.py``'s, on the cpu device (4x4 tensors: the NumPy work is
+negligible, so this is the Python a replay no longer runs). Each workload is run once eagerly
+(its lazy state made), captured, and its replay timed against the eager call and PyTorch's,
+their rounds alternating and each keeping its fastest round (``host_overhead.py``'s rule).
+
+    python benchmarks/graphs_replay.py [--rounds 41] [--round-ms 20] [--json PATH]
+"""
+import argparse
+import json
+import math
+
+import minigpu as mg
+from host_overhead import calls_per_round, fastest_round_us, torch, workloads
+
+
+def captured(fn):
+    """``fn`` run once eagerly, then captured: the replay of one call."""
+    fn()
+    graph = mg.cuda.CUDAGraph()
+    with mg.cuda.graph(graph):
+        fn()
+    return graph.replay
+
+
+def geomean(values):
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=41)
+    parser.add_argument("--round-ms", type=float, default=20.0)
+    parser.add_argument("--json", help="also write the rows to this JSON file")
+    args = parser.parse_args(argv)
+    if torch is not None:
+        torch.set_num_threads(1)
+        theirs = workloads(torch)
+    rows = []
+    print(f"{'cpu device, us per call':42s} {'eager':>8s} {'replay':>8s} {'torch':>8s} "
+          f"{'eager/torch':>12s} {'replay/torch':>13s}")
+    for name, fn in workloads(mg).items():
+        fns = [fn, captured(fn)] + ([theirs[name]] if torch is not None else [])
+        times = fastest_round_us(fns, [calls_per_round(f, args.round_ms) for f in fns],
+                                 args.rounds)
+        row = {"workload": name, "eager_us": times[0], "replay_us": times[1]}
+        line = f"{name:42s} {times[0]:8.1f} {times[1]:8.1f}"
+        if torch is not None:
+            row.update(torch_us=times[2], eager_ratio=times[0] / times[2],
+                       replay_ratio=times[1] / times[2])
+            line += f" {times[2]:8.1f} {row['eager_ratio']:11.2f}x {row['replay_ratio']:12.2f}x"
+        rows.append(row)
+        print(line)
+    result = {"cpu": rows}
+    if torch is not None:
+        result["geomean_eager_ratio"] = geomean([r["eager_ratio"] for r in rows])
+        result["geomean_replay_ratio"] = geomean([r["replay_ratio"] for r in rows])
+        print(f"geometric mean of the ratios: eager {result['geomean_eager_ratio']:.2f}x, "
+              f"replay {result['geomean_replay_ratio']:.2f}x (torch {torch.__version__}, "
+              f"1 thread)")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
