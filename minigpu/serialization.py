@@ -1,5 +1,7 @@
 """``mg.save`` / ``mg.load``: checkpoints in safetensors, the pickle-free format PyTorch and
-Hugging Face users already load.
+Hugging Face users already load, or in PyTorch's own format (``torch_format.py``: the zip that
+``torch.save`` writes, read without running code), chosen by the file's name or ``format=``;
+``load`` tells them apart by their first bytes.
 
 A safetensors file is an 8-byte header length, a JSON header (name -> dtype, shape, byte
 range, plus a ``__metadata__`` dict of strings) and the raw tensor bytes. So:
@@ -21,8 +23,9 @@ range, plus a ``__metadata__`` dict of strings) and the raw tensor bytes. So:
   (``os.replace``): an interrupted save never leaves a truncated checkpoint. The file gets
   the usual mode (0666 minus the umask), like any file the user creates. A file object is
   written as it is given.
-- Never pickle: checkpoints written by earlier minigpu versions (``.npz``) load with
-  ``np.load(allow_pickle=False)``.
+- Never unpickle code: checkpoints written by earlier minigpu versions (``.npz``) load with
+  ``np.load(allow_pickle=False)``; a torch file's pickle may name only what
+  ``torch.load(weights_only=True)`` accepts.
 """
 from __future__ import annotations
 
@@ -42,13 +45,10 @@ import numpy as np
 from . import cuda
 from .nn.module import Module, Parameter
 from .tensor import Device, Tensor
+from .torch_format import CheckpointError, NotTorchWeights, dump_zip, is_torch_zip, load_zip
 
 _STRUCTURE, _SHA256, _DEVICES, _FORMAT = ("minigpu.structure", "minigpu.sha256",
                                       "minigpu.devices", 1)
-
-
-class CheckpointError(RuntimeError):
-    """A file that is not a readable minigpu/safetensors checkpoint (truncated, edited, other)."""
 
 
 # --- safe globals (torch.serialization's allow-list) -----------------------------------------
@@ -96,15 +96,51 @@ def safe_globals(globals_):
 
 
 # --- save ---------------------------------------------------------------------------------------
-def save(obj, f, pickle_module=None, pickle_protocol=2, _use_new_zipfile_serialization=True):
-    """Save ``obj`` as safetensors to ``f``, a path or a binary file object (``io.BytesIO``,
-    ``open(path, "wb")``): a state_dict, a nested checkpoint (dicts with str/int keys,
+def save(obj, f, pickle_module=None, pickle_protocol=2, _use_new_zipfile_serialization=True,
+         *, format=None):
+    """Save ``obj`` to ``f``, a path or a binary file object (``io.BytesIO``,
+    ``open(path, "wb")``), in one of two formats:
+
+    - ``format="torch"``, and by default for a name ending in ``.pt``, ``.pth`` or ``.bin``:
+      PyTorch's own (``torch_format.py``), which ``torch.load(f, weights_only=True)`` reads: a
+      state_dict or a nested checkpoint of tensors, containers, numbers and strings. An object
+      torch could not read back that way (a whole module) goes to safetensors when the format
+      came from the name, and is an error when ``format="torch"`` was given.
+    - ``format="safetensors"``, the default otherwise: pickle-free. ``obj`` is a state_dict, a
+      nested checkpoint (dicts with str/int keys,
     lists, tuples, tensors, NumPy arrays, numbers, strings, None), or a whole ``nn.Module``
     (its class's import path and its attributes: the tensors in the file, the rest as JSON;
     functions and classes it keeps by import path; a tensor used twice, tied weights, once). Each cuda tensor's device is
     recorded, so that ``load`` puts it back there, as PyTorch does. ``pickle_protocol`` and
-    ``_use_new_zipfile_serialization`` are accepted and unused: nothing is pickled."""
+    ``_use_new_zipfile_serialization`` are accepted and unused."""
     _refuse_pickle_module("save", pickle_module)
+    if format not in (None, "torch", "safetensors"):
+        raise ValueError(f"minigpu.save: format must be 'torch' or 'safetensors', got {format!r}")
+    data = None
+    if format == "torch" or (format is None and _torch_name(f)):
+        try:
+            data = dump_zip(obj)
+        except NotTorchWeights:
+            if format == "torch":
+                raise
+    if data is None:
+        data = _safetensors_bytes(obj)
+    if hasattr(f, "write"):
+        f.write(data)
+    else:
+        _write_atomic(os.fspath(f), data)
+
+
+_TORCH_SUFFIXES = (".pt", ".pth", ".bin")
+
+
+def _torch_name(f) -> bool:
+    """Whether ``f`` (a path, or a file object opened on one) is named like torch's files."""
+    name = getattr(f, "name", None) if hasattr(f, "write") else os.fspath(f)
+    return isinstance(name, str) and name.lower().endswith(_TORCH_SUFFIXES)
+
+
+def _safetensors_bytes(obj) -> bytes:
     tensors, devices = {}, {}
     structure = _encode(obj, "", tensors, devices)
     metadata = {"format": "pt", _STRUCTURE: json.dumps({"version": _FORMAT, "tree": structure}),
@@ -112,11 +148,7 @@ def save(obj, f, pickle_module=None, pickle_protocol=2, _use_new_zipfile_seriali
     if devices:
         metadata[_DEVICES] = json.dumps(devices)
     from safetensors.numpy import save as to_bytes
-    data = to_bytes(tensors, metadata=metadata)
-    if hasattr(f, "write"):
-        f.write(data)
-    else:
-        _write_atomic(os.fspath(f), data)
+    return to_bytes(tensors, metadata=metadata)
 
 
 def _refuse_pickle_module(what, pickle_module):
@@ -249,8 +281,9 @@ def _write_atomic(path, data: bytes):
 # --- load ---------------------------------------------------------------------------------------
 def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=None,
          **pickle_load_args):
-    """Load what :func:`save` wrote (or a safetensors file from PyTorch, or a legacy ``.npz``)
-    from ``f``, a path or a binary file object (read from its current position).
+    """Load what :func:`save` wrote, a file ``torch.save`` wrote (its zip format), a
+    safetensors file from PyTorch, or a legacy ``.npz``, from ``f``, a path or a binary file
+    object (read from its current position). The format is told by the first bytes.
 
     ``map_location``, as in PyTorch: ``None`` puts each tensor back on the device it was saved
     from (cpu for files that do not say); a device or string puts every tensor there; a dict
@@ -278,9 +311,18 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=No
             f"numpy.load({name!r}) and wrap it with minigpu.from_numpy; mg.save/mg.load use "
             f"safetensors files (and still read minigpu's old .npz checkpoints).")
     if data.startswith(b"PK"):
-        return _load_npz(data, name, place)
+        return _load_zip(data, name, place)
+    if data.startswith(_LEGACY_TORCH):
+        raise CheckpointError(
+            f"{name} is in torch.save's legacy format (_use_new_zipfile_serialization=False), "
+            f"which minigpu does not read: re-save it with torch.save(obj, path) (the zip "
+            f"format, torch's default since 1.6)")
     allowed = _weights_only_check if weights_only in (None, True) else (lambda obj, name: None)
     return _load_safetensors(data, name, place, allowed)
+
+
+_LEGACY_TORCH = b"\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19"
+"""The start of a legacy torch file: a protocol-2 pickle of its magic number."""
 
 
 def _placer(map_location):
@@ -311,12 +353,15 @@ def _restore(array, saved):
     return Tensor._from_array(array, saved)
 
 
-def _load_npz(data, name, place):
-    with zipfile.ZipFile(io.BytesIO(data)) as z:
-        if any(n.endswith(".pkl") for n in z.namelist()):
-            raise CheckpointError(
-                f"{name} is a pickled file (torch.save?): minigpu never unpickles. Save the "
-                f"weights with safetensors.torch.save_file(model.state_dict(), path) instead.")
+def _load_zip(data, name, place):
+    """A zip file: torch.save's (a data.pkl inside) or minigpu's old ``.npz``."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            names = z.namelist()
+    except zipfile.BadZipFile as e:
+        raise CheckpointError(f"{name} is a truncated or damaged zip file: {e}") from None
+    if is_torch_zip(names):
+        return load_zip(data, name, place)
     with np.load(io.BytesIO(data), allow_pickle=False) as arrays:
         return OrderedDict((k, place(arrays[k], "cpu")) for k in arrays.files)
 
