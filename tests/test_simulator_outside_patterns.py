@@ -7,16 +7,19 @@ import os
 os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 
 import inspect  # noqa: E402
+from math import sqrt  # noqa: E402
 
+import numba  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
-from numba import cuda, float32, int32  # noqa: E402
+from numba import cuda, int32, njit  # noqa: E402
 from numba.cuda.core.errors import TypingError  # noqa: E402
 from numba.cuda.random import (create_xoroshiro128p_states,  # noqa: E402
                                xoroshiro128p_uniform_float32)
 
 import minigpu  # noqa: E402,F401  (installs the simulator)
-from minigpu.cuda import OutOfBoundsError, RaceError, SyncError  # noqa: E402
+from minigpu.cuda import (OutOfBoundsError, RaceError, SyncError,  # noqa: E402
+                          UninitializedReadError)
 from minigpu.simulator import config  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not cuda.config.ENABLE_CUDASIM, reason="tests the CUDA simulator")
@@ -269,3 +272,92 @@ def test_a_store_into_a_constant_array_is_refused_as_numba_refuses_it(kernel, ma
     assert "Cannot modify readonly array of type: readonly array(float32, 1d, C)" in msg, msg
     assert at(kernel, marker) in msg, msg
     assert WEIGHTS.tolist() == [0.25, 0.5, 0.25]  # unchanged
+
+
+# ============================================================================= what a GPU runs
+# as written: the numba module, math names, configure, jit keywords, @njit helpers
+
+
+@cuda.jit
+def through_the_numba_module(out):
+    s = numba.cuda.shared.array(32, numba.float32)
+    t = numba.cuda.threadIdx.x
+    s[t] = numba.cuda.grid(1)
+    numba.cuda.syncthreads()
+    out[numba.cuda.grid(1)] = s[31 - t]
+
+
+@cuda.jit
+def imports_inside_the_kernel(out, x):
+    from math import log as natural_log
+    import math
+    from numba import cuda as device
+    i = device.grid(1)
+    out[i] = sqrt(x[i]) + natural_log(x[i]) + math.exp(1000.0 * x[i])
+
+
+def test_the_numba_module_and_imports_inside_a_kernel_run_as_on_a_gpu():
+    out = np.zeros(64, np.float32)
+    through_the_numba_module[2, 32](out)
+    assert out.tolist() == [32 * (i // 32) + 31 - i % 32 for i in range(64)]
+    x = np.array([-1.0, 0.0, 4.0], np.float32)
+    out = np.zeros(3, np.float32)
+    imports_inside_the_kernel[1, 3](out, x)  # sqrt(-1) nan, log(0) -inf, exp(4000) inf: IEEE
+    assert np.isnan(out[0]) and out[1] == -np.inf and out[2] == np.inf
+
+
+def test_configure_and_numba_cuda_jit_keywords():
+    def fill(out, v):
+        out[cuda.grid(1)] = v
+
+    for options in [dict(lineinfo=True), dict(debug=False, opt=True), dict(fastmath=True),
+                    dict(cache=True), dict(max_registers=32), dict(inline=True),
+                    dict(inline="always"), dict(forceinline=True), dict(launch_bounds=(64,)),
+                    dict(lto=False), dict(link=[]), dict(extensions=[])]:
+        for kernel in (cuda.jit(**options)(fill), cuda.jit("void(float32[:], float32)",
+                                                           **options)(fill)):
+            out = np.zeros(64, np.float32)
+            kernel.configure(2, 32)(out, 1.5)
+            assert (out == 1.5).all(), options
+
+
+@njit
+def neighbours_sum(a, i):
+    return a[i] + a[i + 1]  # NJIT-LOAD
+
+
+@cuda.jit
+def calls_a_cpu_function(out, x):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = neighbours_sum(x, i)
+
+
+def test_an_njit_function_called_from_a_kernel_is_a_checked_device_function():
+    x = np.arange(33, dtype=np.float32)
+    out = np.zeros(32, np.float32)
+    calls_a_cpu_function[1, 32](out, x)
+    assert (out == x[:-1] + x[1:]).all()
+    if config.CHECKS:
+        with pytest.raises(OutOfBoundsError) as info:
+            calls_a_cpu_function[1, 32](np.zeros(32, np.float32), x[:32])
+        msg = str(info.value)
+        assert "global array 'x' at index 32" in msg and "thread (31, 0, 0)" in msg, msg
+        assert at(neighbours_sum, "NJIT-LOAD") in msg, msg
+
+
+@cuda.jit
+def set_in_some_threads(out):
+    i = cuda.grid(1)
+    if i < 16:
+        v = 2.0 * i
+    out[i] = v  # UNSET-USE (threads 16..31 never set v)
+
+
+def test_a_local_set_only_in_some_threads_is_an_uninitialised_value():
+    with pytest.raises(UninitializedReadError) as info:
+        set_in_some_threads[1, 32](np.zeros(32, np.float32))
+    msg = str(info.value)
+    assert "read local variable 'v'" in msg and "never assigned it" in msg, msg
+    assert at(set_in_some_threads, "UNSET-USE") in msg, msg
+    assert "thread (16, 0, 0)" in msg, msg

@@ -36,9 +36,9 @@ import numpy as np
 from greenlet import greenlet, getcurrent
 
 from . import memory
-from .errors import SimulatorError, SyncError
+from .errors import SimulatorError, SyncError, UninitializedReadError
 from .indeterminate import Indeterminate
-from .sites import BARRIERS, FULL_MASK, Op, ranges, site, where
+from .sites import BARRIERS, FULL_MASK, Op, _internal, ranges, site, where
 from .warp import warp_results
 
 Dim3 = None  # the simulator's kernelapi.Dim3, set by install()
@@ -276,6 +276,8 @@ class _Thread(greenlet):
         try:
             self.target()
         except BaseException as e:  # reported like the stock simulator does
+            if type(e) is UnboundLocalError:
+                e = self._unassigned_local(e)
             if not isinstance(e, SimulatorError):
                 where_ = f"tid={list(self.threadIdx)} ctaid={list(self.blockIdx)}"
                 try:
@@ -283,6 +285,25 @@ class _Thread(greenlet):
                 except Exception:  # an exception type that wants other arguments: keep it
                     pass
             self.exception = (e, sys.exc_info()[2])
+
+    def _unassigned_local(self, error):
+        """A local variable read where this thread never assigned it (it is set only in a
+        branch the thread did not take): on a GPU it is an uninitialised register, so this is
+        initcheck's error at the read, not Python's ``UnboundLocalError``."""
+        tb, frame = error.__traceback__, None
+        while tb is not None:
+            if not _internal(tb.tb_frame.f_code.co_filename):
+                frame, line = tb.tb_frame, tb.tb_lineno
+            tb = tb.tb_next
+        name = str(error).split("'")[1] if str(error).count("'") >= 2 else "?"
+        here = f" at {frame.f_code.co_filename}:{line} in {frame.f_code.co_name}()" \
+            if frame is not None else ""
+        return UninitializedReadError(
+            f"kernel '{self.block.kernel}': thread {self.tidx} of block {self.bidx} read local "
+            f"variable '{name}'{here}, but this thread never assigned it (it is set only on a "
+            f"path this thread did not take, such as a branch whose condition differs between "
+            f"threads); on a GPU it is an uninitialised register holding an indeterminate "
+            f"value, and the value read is used there. Assign it on every path first.")
 
     def spin(self):
         """Called by the array proxies after ``memory.SPIN_LOADS`` loads without a wait: let

@@ -35,9 +35,11 @@ configures them on a GPU (:func:`forall`, :class:`CooperativeOverload`).
 from __future__ import annotations
 
 import ast
+import builtins
 import contextlib
 import functools
 import inspect
+import math
 import random
 import sys
 import threading
@@ -45,6 +47,7 @@ import time
 
 import numpy as np
 from numba.core import types as _numba_types
+from numba.core.registry import CPUDispatcher
 
 from . import config, fast, ieee, memory, rules
 from .blocks import run_block, run_grid
@@ -108,13 +111,14 @@ def launch(self, *args):
         observed = bool(memory.observers)
         if observed:
             memory.notify_event("launch", name, grid_dim, block_dim)
-        with swapped(self.fn, fake), _DeviceSwaps():
+        with swapped(self.fn, fake), _DeviceSwaps(), _kernel_imports():
             if cooperative:
                 run_grid(self.fn, name, points, block_dim, self._debug, fake_args, state)
             else:
                 for ordinal, point in enumerate(points):
                     run_block(self.fn, name, point, block_dim, ordinal, self._debug, fake_args,
                               state)
+                    fast.checked_block(self, name, fake_args, ordinal + 1, len(points), started)
         memory.check_kept(state)
         if observed:
             memory.notify_event("end")
@@ -147,6 +151,39 @@ class _DeviceSwaps(contextlib.ExitStack):
 
 
 _running = threading.local()  # device_swaps: the _DeviceSwaps of this OS thread's launch
+
+
+def cuda_module_getattr(name):
+    """``numba.cuda.<name>`` for what only a kernel has (``grid``, ``threadIdx``, ``shared``,
+    ``syncthreads``, ...; a module ``__getattr__``): inside a simulated kernel, the running
+    launch's ``FakeCUDAModule``'s. The swaps of :func:`swapped` reach only names bound to
+    ``numba.cuda``, so ``import numba`` and ``numba.cuda.grid(1)``, or an import inside the
+    kernel, found the host module, which has none of them; a GPU compiles them all."""
+    context = _sim[0]._get_kernel_context()
+    if context is None or name.startswith("__"):
+        raise AttributeError(f"module 'numba.cuda' has no attribute {name!r}")
+    return getattr(context, name)
+
+
+@contextlib.contextmanager
+def _kernel_imports():
+    """``__import__`` while a launch runs: ``import math`` or ``from math import sqrt`` inside
+    the kernel or a device function (code of a module whose globals :func:`swapped` holds)
+    gives the IEEE ``math`` (:mod:`.ieee`), as the swaps give a module's own; any other
+    import (a library the kernel calls, another OS thread) is Python's."""
+    host_import = builtins.__import__
+
+    def import_in_kernel(name, globals=None, locals=None, fromlist=(), level=0):
+        module = host_import(name, globals, locals, fromlist, level)
+        if module is math and globals is not None and id(globals) in _swap_count:
+            return ieee.MATH
+        return module
+
+    builtins.__import__ = import_in_kernel
+    try:
+        yield
+    finally:
+        builtins.__import__ = host_import
 
 
 def _scalar(arg, numba_type):
@@ -380,6 +417,12 @@ def forall(self, ntasks, tpb=0, stream=0, sharedmem=0):
     return self[(ntasks + tpb - 1) // tpb, tpb, stream, sharedmem]
 
 
+def configure(self, griddim, blockdim, stream=0, sharedmem=0):
+    """``FakeCUDAKernel.configure``: ``kernel.configure(grid, block)(*args)``, numba-cuda's
+    spelling of ``kernel[grid, block](*args)``."""
+    return self[griddim, blockdim, stream, sharedmem]
+
+
 def _source_facts(fn):
     """(parameters, locally assigned names, [(space, shape node, dtype node, line)]) of a
     kernel's source, or None when the source is not available. Cached per code object."""
@@ -457,7 +500,7 @@ def _static_shared(fn):
 _swap_lock = threading.Lock()
 _swap_count = {}   # id(globals dict) or id(cell) -> threads inside
 _swap_saved = {}   # same key -> what to restore
-_swap_keys = {}    # id(globals dict) -> names that held numba.cuda/math when first scanned
+_swap_keys = {}    # id(globals dict) -> (its size, names that held numba.cuda/math) when scanned
 _ABSENT = object()  # a name swapped in that the globals did not have (deleted afterwards)
 _print_lock = threading.Lock()
 
@@ -482,7 +525,27 @@ def _replacement(value, fake):
         return fake
     if isinstance(value, (_numba_types.Float, _numba_types.Integer)):
         return _NUMPY_SCALARS.get(value.name)  # float32(x): NumPy's cast, not Numba's detour
+    if isinstance(value, CPUDispatcher):
+        return _as_device_function(value)
     return ieee.SWAPS.get(id(value))
+
+
+def _as_device_function(dispatcher):
+    """A CPU ``@njit`` function called from a kernel, as the device function a GPU compiles it
+    into (numba-cuda compiles ``@jit`` functions called from kernels for the device): its
+    Python code run by the kernel's threads, on checked arrays. (The stock simulator called
+    the CPU machine code, which cannot take a simulated array.) Object-mode functions
+    (``forceobj``, numba.cuda.random's under the simulator) take the arrays as they are."""
+    if dispatcher.targetoptions.get("forceobj"):
+        return None
+    device = _AS_DEVICE.get(dispatcher)
+    if device is None:
+        device = _AS_DEVICE[dispatcher] = _sim[0].FakeCUDAKernel(dispatcher.py_func,
+                                                                 device=True)
+    return device
+
+
+_AS_DEVICE = {}  # CPU dispatcher -> its device-function stand-in
 
 
 _NUMPY_SCALARS = {name: getattr(np, name) for name in (
@@ -498,10 +561,11 @@ def swapped(fn, fake):
     with _swap_lock:
         cells = [c for c in (fn.__closure__ or ()) if _cell_swappable(c, fake)]
         if _swap_count.get(gid, 0) == 0:
-            keys = _swap_keys.get(gid)
-            if keys is None:
-                keys = _swap_keys[gid] = [k for k, v in globs.items()
-                                          if v is _cuda or _replacement(v, None) is not None]
+            size, keys = _swap_keys.get(gid, (None, None))
+            if size != len(globs):  # first seen, or names defined since (a script's next cell)
+                keys = [k for k, v in globs.items()
+                        if v is _cuda or _replacement(v, None) is not None]
+                _swap_keys[gid] = len(globs), keys
             saved = {}
             for k in keys:
                 v = globs.get(k)
@@ -563,13 +627,31 @@ def _params(fn):
 # ----------------------------------------------------------------------------- signatures
 
 
+GPU_CODEGEN_OPTIONS = ("lineinfo", "forceinline", "launch_bounds", "lto", "max_registers",
+                       "shared_memory_carveout")
+"""``cuda.jit`` keywords that only steer the GPU's code generation: accepted and ignored (the
+stock simulator's ``jit`` refused them with a ``TypeError``)."""
+
+
 def jit_recording_signature(stock_jit):
-    """``cuda.jit`` that also records a kernel's explicit signature, so that a scalar argument
-    arrives as the type the signature gives it (``_scalar``); the stock simulator drops it."""
+    """``cuda.jit`` that takes numba-cuda's keywords (those of :data:`GPU_CODEGEN_OPTIONS`
+    ignored, ``link=[]`` as no link, ``extensions`` given to the kernel) and records a kernel's
+    explicit signature, so that a scalar argument arrives as the type the signature gives it
+    (``_scalar``); the stock simulator drops it."""
     from numba.cuda.core import sigutils
 
     @functools.wraps(stock_jit)
     def jit(func_or_sig=None, *args, **kwargs):
+        for name in GPU_CODEGEN_OPTIONS:
+            kwargs.pop(name, None)
+        if "link" in kwargs and not kwargs["link"]:
+            del kwargs["link"]
+        extensions = kwargs.pop("extensions", None)
+        if extensions:
+            decorate = jit(func_or_sig, *args, **kwargs)
+            if not callable(func_or_sig) or sigutils.is_signature(func_or_sig):
+                return lambda fn: _with_extensions(decorate(fn), extensions)
+            return _with_extensions(decorate, extensions)
         result = stock_jit(func_or_sig, *args, **kwargs)
         if func_or_sig is None or callable(func_or_sig) and not sigutils.is_signature(
                 func_or_sig):
@@ -586,3 +668,8 @@ def jit_recording_signature(stock_jit):
             return kernel
         return decorate
     return jit
+
+
+def _with_extensions(kernel, extensions):
+    kernel.extensions = list(extensions)
+    return kernel

@@ -63,7 +63,9 @@ def apply(cuda, _set):
     _set(kernel_mod.FakeCUDAKernel, "__call__", launch.launch)
     _set(kernel_mod.FakeCUDAKernel, "overloads", property(launch.overloads))
     _set(kernel_mod.FakeCUDAKernel, "forall", launch.forall)
+    _set(kernel_mod.FakeCUDAKernel, "configure", launch.configure)
     _set(kernelapi.GridGroup, "sync", lambda self: blocks.current().grid_sync())
+    _set(cuda, "__getattr__", launch.cuda_module_getattr)
     for name, member in vars(blocks.ThreadAPI).items():
         if not name.startswith("_"):
             _set(kernelapi.FakeCUDAModule, name, member)
