@@ -1,7 +1,7 @@
 """Samplers, the DataLoader's sampler arguments and torch's submodule paths of
 ``minigpu.utils.data``.
 
-The deterministic parts (SequentialSampler, BatchSampler, DistributedSampler without shuffle,
+Datasets are ``range(n)`` (sample i is i), which both accept. The deterministic parts (SequentialSampler, BatchSampler, DistributedSampler without shuffle,
 IterableDataset batching, ConcatDataset, the argument errors) are compared with torch's
 directly. The random samplers draw from minigpu's generator, not torch's Mersenne Twister, so
 they are tested on their semantics with fixed seeds: permutations, coverage, reproducibility,
@@ -14,22 +14,10 @@ import numpy as np
 import pytest
 
 import minigpu as mg
-from minigpu.utils.data import (BatchSampler, ConcatDataset, DataLoader, Dataset,
+from minigpu.utils.data import (BatchSampler, ConcatDataset, DataLoader,
                                 DistributedSampler, IterableDataset, RandomSampler,
-                                SequentialSampler, SubsetRandomSampler, WeightedRandomSampler)
-
-
-class Indices(Dataset):
-    """Sample i is the number i."""
-
-    def __init__(self, n):
-        self.n = n
-
-    def __len__(self):
-        return self.n
-
-    def __getitem__(self, i):
-        return i
+                                SequentialSampler, SubsetRandomSampler, TensorDataset,
+                                WeightedRandomSampler)
 
 
 class Stream(IterableDataset):
@@ -125,9 +113,9 @@ def test_weighted_sampler_rejects_2d_weights():
 def test_dataloader_argument_conflicts_are_torchs(kwargs):
     td = torch_data()
     with pytest.raises(ValueError) as theirs:
-        td.DataLoader(Indices(5), **kwargs)
+        td.DataLoader(range(5), **kwargs)
     with pytest.raises(ValueError, match=re.escape(str(theirs.value))):
-        DataLoader(Indices(5), **kwargs)
+        DataLoader(range(5), **kwargs)
 
 
 @pytest.mark.parametrize("kwargs", [dict(shuffle=True), dict(sampler=[0]),
@@ -152,8 +140,8 @@ def test_dataloader_with_sampler_and_batch_sampler_gives_torchs_batches():
                                                           drop_last=True),
                    dict(batch_sampler=[[5, 1], [0], [2, 2, 6]]), dict(batch_size=None),
                    dict(batch_size=None, sampler=order), dict(batch_size=4)):
-        ours = DataLoader(Indices(7), **kwargs)
-        theirs = td.DataLoader(Indices(7), **kwargs)
+        ours = DataLoader(range(7), **kwargs)
+        theirs = td.DataLoader(range(7), **kwargs)
         assert batches(ours) == [np.asarray(b).tolist() for b in theirs], kwargs
         assert len(ours) == len(theirs), kwargs
 
@@ -183,11 +171,11 @@ def test_iterable_dataset_with_workers_is_a_clear_error():
 
 def test_concat_and_chain_datasets_are_torchs():
     td = torch_data()
-    ours = ConcatDataset([Indices(3), Indices(0), Indices(4)])
-    theirs = td.ConcatDataset([Indices(3), Indices(0), Indices(4)])
+    ours = ConcatDataset([range(3), range(0), range(4)])
+    theirs = td.ConcatDataset([range(3), range(0), range(4)])
     assert len(ours) == len(theirs) == 7
     assert [ours[i] for i in range(-7, 7)] == [theirs[i] for i in range(-7, 7)]
-    assert (Indices(2) + Indices(2))[3] == 1
+    assert (TensorDataset(mg.arange(2)) + TensorDataset(mg.arange(2)))[3][0].item() == 1
     assert list(Stream(2) + Stream(3)) == [0, 1, 0, 1, 2]
     with pytest.raises(AssertionError, match="IterableDataset"):
         ConcatDataset([Stream(2)])
@@ -289,16 +277,16 @@ def test_weighted_sampler_without_replacement():
 
 
 def test_dataloader_shuffle_is_a_random_sampler_on_the_loaders_generator():
-    loader = DataLoader(Indices(10), batch_size=4, shuffle=True,
+    loader = DataLoader(range(10), batch_size=4, shuffle=True,
                         generator=mg.Generator().manual_seed(4))
     assert isinstance(loader.sampler, RandomSampler) and isinstance(loader.batch_sampler,
                                                                     BatchSampler)
     first = batches(loader)
     assert sorted(sum(first, [])) == list(range(10)) and [len(b) for b in first] == [4, 4, 2]
-    again = DataLoader(Indices(10), batch_size=4, shuffle=True,
+    again = DataLoader(range(10), batch_size=4, shuffle=True,
                        generator=mg.Generator().manual_seed(4))
     assert batches(again) == first and batches(again) != first  # a new order each epoch
-    weighted = DataLoader(Indices(4), batch_size=2,
+    weighted = DataLoader(range(4), batch_size=2,
                           sampler=WeightedRandomSampler([0, 1, 0, 1], 6, generator=mg.Generator()))
     drawn = sum(batches(weighted), [])
     assert len(drawn) == 6 and set(drawn) <= {1, 3}

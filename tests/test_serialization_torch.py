@@ -58,6 +58,15 @@ def cnn(lib):
                              lib.nn.Flatten(), lib.nn.Linear(4 * 6 * 6, 3))
 
 
+def train_step(lib, model, opt, x, y):
+    """One step of SGD on the cross-entropy, written once for torch and minigpu (``lib``)."""
+    opt.zero_grad()
+    loss = lib.nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    return loss.item()
+
+
 # --- torch.save -> mg.load ----------------------------------------------------------------------
 def test_a_torch_state_dict_loads_with_every_tensor_equal(torch):
     model = cnn(torch)
@@ -116,19 +125,11 @@ def test_a_torch_checkpoint_trains_on_with_torchs_losses(torch, tmp_path):
     x, y = torch.randn(6, 1, 8, 8), torch.tensor([0, 1, 2, 0, 1, 2])
     model = cnn(torch)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-
-    def torch_step():
-        opt.zero_grad()
-        loss = torch.nn.functional.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss.item()
-
     for _ in range(2):
-        torch_step()
+        train_step(torch, model, opt, x, y)
     torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "epoch": 2},
                tmp_path / "ckpt.pt")
-    expected = [torch_step() for _ in range(3)]
+    expected = [train_step(torch, model, opt, x, y) for _ in range(3)]
 
     ckpt = mg.load(tmp_path / "ckpt.pt")
     ours = cnn(mg)
@@ -136,13 +137,7 @@ def test_a_torch_checkpoint_trains_on_with_torchs_losses(torch, tmp_path):
     ours_opt = mg.optim.SGD(ours.parameters(), lr=0.1, momentum=0.9)
     ours_opt.load_state_dict(ckpt["opt"])
     mx, my = mg.tensor(x.numpy()), mg.tensor(y.numpy())
-    losses = []
-    for _ in range(3):
-        ours_opt.zero_grad()
-        loss = mg.nn.functional.cross_entropy(ours(mx), my)
-        loss.backward()
-        ours_opt.step()
-        losses.append(loss.item())
+    losses = [train_step(mg, ours, ours_opt, mx, my) for _ in range(3)]
     assert ckpt["epoch"] == 2
     np.testing.assert_allclose(losses, expected, rtol=3e-5)
 
