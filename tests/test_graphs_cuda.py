@@ -6,7 +6,8 @@ import pytest
 from numba import cuda
 
 import minigpu as mg
-from test_graphs import batches, eager_and_captured, same, setup, train_captured
+from test_graphs import (batches, eager_and_captured, params, same, setup, train_captured,
+                         train_eager)
 
 
 def test_replayed_mlp_training_equals_eager_on_cuda_and_allocates_nothing():
@@ -62,6 +63,16 @@ def test_random_draws_advance_across_replays_on_cuda_as_on_cpu():
     eager = [(mg.nn.functional.dropout(x, 0.5) + mg.randn(32, device="cuda")).cpu().numpy()
              for _ in range(2)]
     assert same(replays, eager) and not np.array_equal(*replays)
+
+
+def test_compiled_model_trains_like_eager_on_cuda():
+    data = batches((4, 8), 3, device="cuda")
+    net, opt = setup("mlp", "sgd", "cuda")
+    eager = train_eager(net, opt, data)
+    net2, opt2 = setup("mlp", "sgd", "cuda")
+    compiled = mg.compile(net2)
+    assert same(eager, train_eager(compiled, opt2, data)) and not compiled.graph_breaks()
+    assert same(params(net), params(net2))
 
 
 @pytest.mark.gpu

@@ -220,8 +220,9 @@ class Capture:
                 self.pool.append(buf)
 
     def _save(self, buf):
-        if buf is None or isinstance(buf, (bool, int, float)) or id(buf) in self._owned \
-                or id(buf) in self._saved or not hasattr(buf, "dtype"):
+        """Keep a copy of an outside buffer (not a scalar, not the pool's) before a write."""
+        if not (isinstance(buf, np.ndarray) or hasattr(buf, "copy_to_host")) \
+                or id(buf) in self._owned or id(buf) in self._saved:
             return
         self._direct += 1
         try:

@@ -22,10 +22,10 @@ CACHE_SIZE_LIMIT = 8
 """Guard keys one compiled callable captures before it runs new ones eagerly (torch's
 ``torch._dynamo.config.cache_size_limit``)."""
 
-_EAGER = "eager"  # the cache's mark of a key that broke the graph
+_OVER_LIMIT = CaptureError(f"more than {CACHE_SIZE_LIMIT} guard keys: run eagerly")
 
 
-def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mode=None,
+def compile(model=None, *, fullgraph=False, dynamic=None, backend=None, mode=None,
             options=None, disable=False):
     """``torch.compile``: a callable (for a module, a wrapper module) that captures ``model``
     on the first call per guard key and replays it afterwards. ``mode`` and ``backend`` choose
@@ -43,7 +43,9 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mo
 
 class Compiled:
     """What ``compile`` returns: call it like the model; other attributes are the model's
-    (``parameters()``, ``train()``, ``state_dict()``; the model itself is ``_orig_mod``)."""
+    (``parameters()``, ``train()``, ``state_dict()``; the model itself is ``_orig_mod``).
+    ``graphs`` maps each guard key seen to its graphed callable, or to the
+    :class:`CaptureError` that made it run eagerly (``graph_breaks()``)."""
 
     def __init__(self, model, fullgraph):
         self.__dict__.update(_orig_mod=model, fullgraph=fullgraph, graphs={})
@@ -61,7 +63,7 @@ class Compiled:
         found = self.graphs.get(key)
         if found is None:
             found = self.capture(call, args, key)
-        if found is _EAGER:
+        if isinstance(found, CaptureError):  # a graph break: this key runs eagerly
             return call(*args)
         return found.call(*(a for a in args if isinstance(a, TensorBase)))
 
@@ -76,19 +78,23 @@ class Compiled:
 
     def capture(self, call, args, key):
         if len(self.graphs) >= CACHE_SIZE_LIMIT:
-            self.graphs[key] = _EAGER
-            return _EAGER
+            self.graphs[key] = _OVER_LIMIT
+            return _OVER_LIMIT
         tensors = [a for a in args if isinstance(a, TensorBase)]
         if len(tensors) != len(args):  # other arguments are constants of this key
             call = functools.partial(_with_constants, call, args)
         try:
             found = _Graphed(call, tuple(tensors), 0, _parameters_of(self._orig_mod))
-        except CaptureError:
+        except CaptureError as error:
             if self.fullgraph:
                 raise
-            found = _EAGER
+            found = error
         self.graphs[key] = found
         return found
+
+    def graph_breaks(self) -> list:
+        """The :class:`CaptureError` of each guard key that runs eagerly (why it broke)."""
+        return [v for v in self.graphs.values() if isinstance(v, CaptureError)]
 
     def kernels(self):
         """The generated kernels of the captured graphs: none yet (no fusion so far)."""

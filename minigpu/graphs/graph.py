@@ -16,7 +16,8 @@ from .capture import Capture
 
 class CUDAGraph:
     """A captured step: ``capture_begin``/``capture_end`` (or ``with graph(g):``), then
-    ``replay()`` as often as wanted; ``reset()`` drops it (and its memory)."""
+    ``replay()`` as often as wanted; ``reset()`` drops it (and its memory). ``keep_graph`` is
+    accepted for PyTorch's signature (there is no separate instantiation step here)."""
 
     def __init__(self, keep_graph=False):
         self._capture = None   # open while capturing
