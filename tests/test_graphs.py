@@ -129,6 +129,25 @@ def test_capture_changes_nothing_until_replay():
     assert not same(before, params(net)) and mg.default_generator.offset > offset
 
 
+def test_a_failed_capture_gives_everything_back():
+    """An error inside the capture (here a host read after the update) leaves the parameters,
+    the optimizer's moments, the generator and the backends as they were."""
+    net, opt = setup("mlp", "adam")
+    data = batches((4, 8), 2)
+    train_eager(net, opt, data[:1])
+    before, offset = params(net), mg.default_generator.offset
+    g = mg.cuda.CUDAGraph()
+    with pytest.raises(CaptureError, match="item"):
+        with mg.cuda.graph(g):
+            loss = nn.CrossEntropyLoss()(net(data[1][0]), data[1][1])
+            loss.backward()
+            opt.step()
+            loss.item()
+    assert same(before, params(net)) and mg.default_generator.offset == offset
+    assert not hasattr(mg.backends.get("cpu"), "capturing")
+    assert train_eager(net, opt, data[1:])  # eager again
+
+
 def test_dropout_draws_fresh_numbers_on_each_replay_as_eager_does():
     x = mg.ones(64)
     g = mg.cuda.CUDAGraph()
