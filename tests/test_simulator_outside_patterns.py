@@ -6,6 +6,7 @@ import os
 
 os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 
+import importlib  # noqa: E402
 import inspect  # noqa: E402
 from math import sqrt  # noqa: E402
 
@@ -361,3 +362,67 @@ def test_a_local_set_only_in_some_threads_is_an_uninitialised_value():
     assert "read local variable 'v'" in msg and "never assigned it" in msg, msg
     assert at(set_in_some_threads, "UNSET-USE") in msg, msg
     assert "thread (16, 0, 0)" in msg, msg
+
+
+# ============================================================================= strict mode
+
+
+@cuda.jit
+def early_return_before_barrier(out, x):
+    s = cuda.shared.array(32, int32)
+    i = cuda.grid(1)
+    if i >= x.size:
+        return  # threads past the end leave before the barrier
+    s[i] = x[i]
+    cuda.syncthreads()  # EARLY-BARRIER
+    out[i] = s[x.size - 1 - i]
+
+
+@cuda.jit
+def barrier_in_a_data_branch(out, x):
+    s = cuda.shared.array(32, int32)
+    t = cuda.threadIdx.x
+    if x[t] > 0:  # DATA-BRANCH
+        s[t] = x[t]
+        cuda.syncthreads()  # BRANCH-BARRIER
+        out[t] = s[(t + 2) % 32] if x[(t + 2) % 32] > 0 else -1
+
+
+def test_strict_mode_reports_barriers_that_exited_threads_never_reached(monkeypatch):
+    x = np.arange(20, dtype=np.int32)
+    data = np.where(np.arange(32) % 2 == 0, 1, 0).astype(np.int32)
+    for strict in (False, True):
+        monkeypatch.setattr(config, "STRICT", strict)
+        out = np.zeros(20, np.int32)
+        branch_out = np.zeros(32, np.int32)
+        if not strict:  # what Volta+ does: both complete
+            early_return_before_barrier[1, 32](out, x)
+            assert out.tolist() == x[::-1].tolist()
+            barrier_in_a_data_branch[1, 32](branch_out, data)
+            assert branch_out.tolist() == [1 if t % 2 == 0 else 0 for t in range(32)]
+            continue
+        with pytest.raises(SyncError) as info:
+            early_return_before_barrier[1, 32](out, x)
+        msg = str(info.value)
+        assert at(early_return_before_barrier, "EARLY-BARRIER") in msg, msg
+        assert "reached by 20 of the block's 32 threads" in msg and "tid 20-31" in msg, msg
+        assert "early `return`" in msg and "Volta" in msg and "undefined" in msg, msg
+        with pytest.raises(SyncError) as info:
+            barrier_in_a_data_branch[1, 32](branch_out, data)
+        msg = str(info.value)
+        assert at(barrier_in_a_data_branch, "BRANCH-BARRIER") in msg, msg
+        line = at(barrier_in_a_data_branch, "DATA-BRANCH").split(":")[1]
+        assert f"inside the `if` at line {line}" in msg and "divergent barrier" in msg, msg
+
+
+def test_strict_mode_is_off_by_default_and_read_from_the_environment(monkeypatch):
+    saved = vars(config).copy()
+    try:
+        for value, strict in (("1", True), ("0", False), (None, False)):
+            if value is None:
+                monkeypatch.delenv("MINIGPU_SIM_STRICT", raising=False)
+            else:
+                monkeypatch.setenv("MINIGPU_SIM_STRICT", value)
+            assert importlib.reload(config).STRICT is strict
+    finally:
+        vars(config).update(saved)

@@ -20,7 +20,8 @@ in place (any Numba kernel benefits, not only minigpu's):
 - :mod:`.ieee` — ``math.*`` with IEEE results (inf/nan, never an exception) and float32 kept;
 - :mod:`.patch` — what :func:`install` sets over the simulator, after checking its internals;
 - :mod:`.config` — the switches: ``MINIGPU_SIM_CHECKS=0`` (sanitizer off, for speed),
-  ``MINIGPU_SIM_SEED`` (block order), ``MINIGPU_STOCK_SIMULATOR=1`` (leave it stock).
+  ``MINIGPU_SIM_SEED`` (block order), ``MINIGPU_SIM_STRICT=1`` (also what the CUDA guide calls
+  undefined but Volta+ completes), ``MINIGPU_STOCK_SIMULATOR=1`` (leave it stock).
 
 Errors (all ``SimulatorError``, a ``RuntimeError``; re-exported by ``minigpu.cuda``) are in
 :mod:`.errors`. ``docs/simulator.md`` shows each check on a buggy kernel.

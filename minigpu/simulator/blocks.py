@@ -10,7 +10,8 @@ the stock simulator starts an OS thread per CUDA thread and busy-polls them). Wh
 next changes no result: the racecheck clock below does not depend on the order, and a thread
 never runs between another thread's check of an access and the access itself.
 
-Exited threads count as arrived, as on Volta and later. Threads waiting at *different*
+Exited threads count as arrived, as on Volta and later (strict mode, ``config.STRICT``,
+reports a barrier they never reached: undefined by the CUDA programming guide). Threads waiting at *different*
 ``syncthreads()`` call sites (a barrier in a divergent branch: undefined behaviour on the GPU),
 or a block where every live thread waits and none can go on (a deadlock, e.g. a warp intrinsic
 waiting for a lane that sits at a barrier), raise ``SyncError`` naming the kernel and the
@@ -35,7 +36,7 @@ from collections import deque
 import numpy as np
 from greenlet import greenlet, getcurrent
 
-from . import memory
+from . import memory, rules
 from .errors import SimulatorError, SyncError, UninitializedReadError
 from .indeterminate import Indeterminate
 from .sites import BARRIERS, FULL_MASK, Op, _internal, ranges, site, where
@@ -167,6 +168,9 @@ class _Block:
                 "thread of the block that has not exited must reach the same syncthreads()."))
             return
         kind = self.barrier[0].op.kind
+        if memory.config.STRICT and self.live < len(self.threads):
+            self._fail(SyncError(self._partial_barrier_message()))
+            return
         if kind == "grid_sync" and self.grid is not None:
             if not self.at_grid:  # the block has arrived: wait for the others (grid.release)
                 self.at_grid = True
@@ -182,6 +186,34 @@ class _Block:
             self._release(t, result)
         if memory.observers:
             memory.notify_event("barrier")
+
+    def _partial_barrier_message(self):
+        """Strict mode: a barrier completing while some threads of the block have exited."""
+        op = self.barrier[0].op
+        gone = [t.tid for t in self.threads if t.exited]
+        file, line, _ = op.site[0] if op.site else ("", 0, "")
+        kind, at = rules.enclosing_branch(file, line) or (None, None)
+        if kind == "if":
+            why = (f"the barrier is inside the `if` at line {at}, whose condition differs "
+                   f"between threads (a divergent barrier)")
+        elif kind:
+            why = (f"the barrier is inside the `{kind}` loop at line {at}, which those threads "
+                   f"left early, skipped or never reached (a trip count that depends on the "
+                   f"thread, or an early `return`)")
+        else:
+            why = "they returned before it (an early `return` ahead of the barrier)"
+        call = "cg.this_grid().sync()" if op.kind == "grid_sync" else f"{op.kind}()"
+        return (f"kernel '{self.kernel}', block {self.block_idx}: {call} at {where(op.site)} is "
+                f"reached by {len(self.barrier)} of the block's {len(self.threads)} threads; "
+                f"the other {len(gone)} (tid {ranges(gone)}) have exited without reaching it: "
+                f"{why}. Strict mode (MINIGPU_SIM_STRICT=1) reports this; the default mode "
+                f"accepts it, because on Volta and later GPUs (independent thread scheduling) a "
+                f"barrier waits only for the threads that have not exited, so it completes. The "
+                f"CUDA C++ Programming Guide allows __syncthreads() in conditional code only when "
+                f"the condition evaluates identically across the entire thread block, and "
+                f"calls anything else undefined (older GPUs hang or synchronise the wrong "
+                f"threads). Let every thread reach the barrier: guard the work around it "
+                f"(`if i < n:` around the loads and stores), not the barrier.")
 
     def _try_group(self, t):
         """Complete the warp intrinsic ``t`` waits in if every lane it names has arrived."""

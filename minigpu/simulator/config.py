@@ -14,6 +14,12 @@
   on the checked interpreter. A compiled launch that suspects anything runs again on the
   checked path, which gives the verdict. Read at each launch (``config.FAST``), so a
   benchmark may switch it in-process.
+- ``MINIGPU_SIM_STRICT=1`` (strict mode, for learners and graders) also reports what the CUDA
+  programming guide calls undefined but Volta and later GPUs complete: a block barrier that
+  threads which have exited never reached (an early ``return`` before ``syncthreads()``, or a
+  barrier inside a branch or loop whose condition differs between threads). Default: off.
+  Read at each barrier (``config.STRICT``), so a program may switch it in-process:
+  ``minigpu.simulator.config.STRICT = True``.
 - ``MINIGPU_STOCK_SIMULATOR=1`` leaves Numba's simulator stock (to compare with it); read by
   ``install()`` when it runs.
 """
@@ -22,3 +28,4 @@ import os
 CHECKS = os.environ.get("MINIGPU_SIM_CHECKS", "1") != "0"
 FAST = os.environ.get("MINIGPU_SIM_FAST", "auto")
 SEED = int(os.environ.get("MINIGPU_SIM_SEED", "0"))
+STRICT = os.environ.get("MINIGPU_SIM_STRICT", "0") == "1"

@@ -102,8 +102,8 @@ def launch(self, *args):
                           types[i] if i < len(types) else None)
                      for i, a in enumerate(args)]
         _rng.shuffle(points)
-        if not cooperative and fast.try_launch(self, name, fake_args, grid_dim, block_dim,
-                                               points):
+        if not (cooperative or config.STRICT) and fast.try_launch(  # strict: checked path
+                self, name, fake_args, grid_dim, block_dim, points):
             for wb in retr:
                 wb()
             return

@@ -250,3 +250,28 @@ def negative_index_is_constant(frame, k):
     if node is None:
         return False
     return is_constant(node, variables_of(frame.f_code))
+
+
+# ----------------------------------------------------------------------------- barriers
+
+
+def enclosing_branch(filename, line):
+    """Strict mode's question about a barrier at ``filename:line``: the innermost ``if``,
+    ``while`` or ``for`` of its function whose body holds that line, as (``"if"``, ``"while"``
+    or ``"for"``, its line), or None when the barrier is at the function's top level (or the
+    source cannot tell)."""
+    tree = _file_ast(filename)
+    if tree is None:
+        return None
+    funcs = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+             and n.lineno <= line <= n.end_lineno]
+    if not funcs:
+        return None
+    func = max(funcs, key=lambda n: n.lineno)  # the innermost
+    found = None
+    for node in ast.walk(func):
+        if isinstance(node, (ast.If, ast.While, ast.For)) and node.body and \
+                node.body[0].lineno <= line <= node.body[-1].end_lineno:
+            if found is None or node.lineno >= found.lineno:
+                found = node
+    return None if found is None else (type(found).__name__.lower(), found.lineno)
