@@ -45,7 +45,8 @@ import numpy as np
 from . import cuda
 from .nn.module import Module, Parameter
 from .tensor import Device, Tensor
-from .torch_format import CheckpointError, NotTorchWeights, dump_zip, is_torch_zip, load_zip
+from .torch_format import (LEGACY_START, CheckpointError, NotTorchWeights, dump_zip,
+                           is_torch_zip, load_legacy, load_zip)
 
 _STRUCTURE, _SHA256, _DEVICES, _FORMAT = ("minigpu.structure", "minigpu.sha256",
                                       "minigpu.devices", 1)
@@ -312,17 +313,10 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=No
             f"safetensors files (and still read minigpu's old .npz checkpoints).")
     if data.startswith(b"PK"):
         return _load_zip(data, name, place)
-    if data.startswith(_LEGACY_TORCH):
-        raise CheckpointError(
-            f"{name} is in torch.save's legacy format (_use_new_zipfile_serialization=False), "
-            f"which minigpu does not read: re-save it with torch.save(obj, path) (the zip "
-            f"format, torch's default since 1.6)")
+    if data.startswith(LEGACY_START):
+        return load_legacy(data, name, place)
     allowed = _weights_only_check if weights_only in (None, True) else (lambda obj, name: None)
     return _load_safetensors(data, name, place, allowed)
-
-
-_LEGACY_TORCH = b"\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19"
-"""The start of a legacy torch file: a protocol-2 pickle of its magic number."""
 
 
 def _placer(map_location):

@@ -2,7 +2,8 @@
 
 ``torch.save`` writes a zip archive: ``<prefix>/data.pkl`` (a pickle, protocol 2, of the saved
 object), one ``<prefix>/data/<key>`` record of raw bytes per storage, ``<prefix>/byteorder``
-and ``<prefix>/version``. In the pickle a tensor is a call of
+and ``<prefix>/version`` (before torch 1.6, the *legacy* format: the same pickle between
+others, then the raw storages, read by :func:`load_legacy`). In the pickle a tensor is a call of
 ``torch._utils._rebuild_tensor_v2(storage, offset, size, stride, requires_grad, hooks)``, and
 each storage is a *persistent id* ``("storage", torch.FloatStorage, key, location, numel)``
 that names its record.
@@ -23,8 +24,10 @@ weights_only=True)`` reads the file.
 from __future__ import annotations
 
 import _compat_pickle
+import contextlib
 import io
 import pickle
+import struct
 import zipfile
 from collections import OrderedDict
 
@@ -117,9 +120,9 @@ class _Unpickler(pickle._Unpickler):
 
     dispatch = dict(pickle._Unpickler.dispatch)
 
-    def __init__(self, data, storage):
-        super().__init__(io.BytesIO(data))
-        self.storage = storage
+    def __init__(self, stream, storage=None, build_tensors=True):
+        super().__init__(stream)
+        self.storage, self.build_tensors = storage, build_tensors
 
     def find_class(self, module, name):
         if self.proto < 3:  # protocol 2 writes Python 2's names (__builtin__.set): as pickle
@@ -131,15 +134,21 @@ class _Unpickler(pickle._Unpickler):
                 f"an allowed global by default. minigpu reads tensors, storages, containers, "
                 f"numbers and strings from a torch checkpoint, and never runs code from a file "
                 f"(there is no weights_only=False for pickles)")
-        return _ALLOWED[module, name]
+        found = _ALLOWED[module, name]
+        if not self.build_tensors and found in (_rebuild_tensor, _rebuild_parameter):
+            return _skip
+        return found
 
     def persistent_load(self, pid):
-        if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"
+        """A storage: ``("storage", type, key, location, numel)``, and in the legacy format a
+        sixth item, ``None`` (views of storages, from before torch 1.0, are not read)."""
+        if not (isinstance(pid, tuple) and len(pid) in (5, 6) and pid[0] == "storage"
                 and isinstance(pid[1], _StorageType) and isinstance(pid[2], str)
-                and isinstance(pid[3], str) and isinstance(pid[4], int) and pid[4] >= 0):
+                and isinstance(pid[3], str) and isinstance(pid[4], int) and pid[4] >= 0
+                and pid[5:] in ((), (None,))):
             raise CheckpointError(f"unexpected persistent id {pid!r} (a storage is "
                                   f"('storage', torch.<Type>Storage, key, location, numel))")
-        return self.storage(*pid[1:])
+        return self.storage(*pid[1:5])
 
     def load_build(self):
         state = self.stack.pop()
@@ -153,6 +162,26 @@ class _Unpickler(pickle._Unpickler):
     dispatch[pickle.BUILD[0]] = load_build
 
 
+def _skip(*args, **kwargs):
+    """A tensor rebuilder's stand-in while a legacy file's storages are only being listed."""
+
+
+@contextlib.contextmanager
+def _named_errors(name):
+    """Every way a file can fail to read, as a CheckpointError naming the file."""
+    try:
+        yield
+    except CheckpointError as e:
+        raise CheckpointError(f"{name}: {e}") from None
+    except zipfile.BadZipFile as e:
+        raise CheckpointError(f"{name} is a truncated or damaged zip file (torch.save's "
+                              f"format): {e}") from None
+    except (pickle.UnpicklingError, EOFError, TypeError, ValueError, KeyError, IndexError,
+            AttributeError, OverflowError, struct.error) as e:
+        raise CheckpointError(f"{name}: its pickle is not a readable torch checkpoint "
+                              f"({type(e).__name__}: {e})") from None
+
+
 def is_torch_zip(names) -> bool:
     return any(n == "data.pkl" or n.endswith("/data.pkl") for n in names)
 
@@ -160,7 +189,7 @@ def is_torch_zip(names) -> bool:
 def load_zip(data: bytes, name: str, place):
     """The object of a ``torch.save`` zip file; ``place(array, saved_device)`` puts each
     storage (a flat NumPy array) on its device as a 1-d tensor."""
-    try:
+    with _named_errors(name):
         archive = zipfile.ZipFile(io.BytesIO(data))
         names = set(archive.namelist())
         pickles = sorted(n for n in names if n == "data.pkl" or n.endswith("/data.pkl"))
@@ -183,16 +212,51 @@ def load_zip(data: bytes, name: str, place):
                 storages[key] = place(kind.decode(raw, big_endian), location.split(":")[0])
             return storages[key]
 
-        return _Unpickler(archive.read(pickles[0]), storage).load()
-    except CheckpointError as e:
-        raise CheckpointError(f"{name}: {e}") from None
-    except zipfile.BadZipFile as e:
-        raise CheckpointError(f"{name} is a truncated or damaged zip file (torch.save's "
-                              f"format): {e}") from None
-    except (pickle.UnpicklingError, EOFError, TypeError, ValueError, KeyError, IndexError,
-            AttributeError, OverflowError) as e:
-        raise CheckpointError(f"{name}: its data.pkl is not a readable torch checkpoint "
-                              f"({type(e).__name__}: {e})") from None
+        return _Unpickler(io.BytesIO(archive.read(pickles[0])), storage).load()
+
+
+_LEGACY_MAGIC, _LEGACY_VERSION = 0x1950A86A20F9469CFC6C, 1001
+LEGACY_START = b"\x80\x02\x8a\x0a" + _LEGACY_MAGIC.to_bytes(10, "little")
+"""How a legacy file starts: a protocol-2 pickle of its magic number."""
+
+
+def load_legacy(data: bytes, name: str, place):
+    """The object of a file ``torch.save(..., _use_new_zipfile_serialization=False)`` wrote:
+    pickles of the magic number, the protocol version, the system's sizes and the object,
+    then a pickle of the storage keys, then each storage as an 8-byte element count and its
+    bytes. The object's pickle is read twice: first only to list its storages (no tensor is
+    built), then, once their bytes are read, for real."""
+    with _named_errors(name):
+        stream = io.BytesIO(data)
+        magic, version, system = (_Unpickler(stream).load() for _ in range(3))
+        if magic != _LEGACY_MAGIC or version != _LEGACY_VERSION:
+            raise CheckpointError(f"not torch's legacy format (magic number {magic!r}, "
+                                  f"protocol version {version!r})")
+        big_endian = not system.get("little_endian", True)
+        start, listed = stream.tell(), {}
+        _Unpickler(stream, lambda *pid: listed.setdefault(pid[1], pid),
+                   build_tensors=False).load()
+        storages = {}
+        for key in _Unpickler(stream).load():
+            if key not in listed:
+                raise CheckpointError(f"storage {key!r} is in the file but not in its pickle")
+            kind, _, location, count = listed[key]
+            saved = int.from_bytes(stream.read(8), "big" if big_endian else "little")
+            raw = stream.read(count * kind.itemsize)
+            if saved != count or len(raw) != count * kind.itemsize:
+                raise CheckpointError(
+                    f"storage {key!r} holds {saved} elements ({len(raw)} bytes read), but the "
+                    f"pickle says {count} elements of {kind.name}")
+            storages[key] = place(kind.decode(raw, big_endian), location.split(":")[0])
+
+        def storage(kind, key, location, count):
+            if key not in storages:
+                raise CheckpointError(f"the pickle refers to storage {key!r}, which is not "
+                                      f"in the file")
+            return storages[key]
+
+        stream.seek(start)
+        return _Unpickler(stream, storage).load()
 
 
 # --- writing --------------------------------------------------------------------------------

@@ -274,8 +274,29 @@ def test_a_tensor_reaching_past_its_storage_is_refused():
         mg.load(io.BytesIO(data))
 
 
-def test_torchs_legacy_format_is_named(torch):
+def test_torchs_legacy_format_loads_too(torch):
+    base = torch.arange(6, dtype=torch.float64)
+    obj = {"base": base, "tail": base[2:], "ids": torch.tensor([[1, 2]]),
+           "bf16": torch.tensor([0.5], dtype=torch.bfloat16), "meta": {"epoch": 1}}
     buf = io.BytesIO()
-    torch.save({"w": torch.ones(2)}, buf, _use_new_zipfile_serialization=False)
-    with pytest.raises(CheckpointError, match="legacy format"):
-        mg.load(io.BytesIO(buf.getvalue()))
+    torch.save(obj, buf, _use_new_zipfile_serialization=False)
+    data = buf.getvalue()
+    loaded = mg.load(io.BytesIO(data))
+    for key in ("base", "tail", "ids"):
+        np.testing.assert_array_equal(loaded[key].numpy(), obj[key].numpy(), err_msg=key)
+    assert loaded["bf16"].tolist() == [0.5] and loaded["meta"] == {"epoch": 1}
+    loaded["base"][3] = -1.0
+    assert loaded["tail"][1].item() == -1.0  # one storage, as in torch
+    for cut in (len(data) - 4, len(data) // 2, 30):
+        with pytest.raises(CheckpointError):
+            mg.load(io.BytesIO(data[:cut]))
+
+
+def test_a_legacy_file_that_runs_a_command_is_refused(tmp_path):
+    marker = tmp_path / "marker"
+    header = b"".join(pickle.dumps(v, protocol=2) for v in (
+        0x1950A86A20F9469CFC6C, 1001, {"protocol_version": 1001, "little_endian": True}))
+    data = header + pickle.dumps(RunsACommand(f"touch {marker}"), protocol=2)
+    with pytest.raises(CheckpointError, match=r"GLOBAL (posix|nt|os)\.system"):
+        mg.load(io.BytesIO(data))
+    assert not marker.exists()
