@@ -18,7 +18,8 @@ What the harness makes equal, so that the two runs can be compared step by step:
 * **Random draws.** In minigpu's run every random draw is taken from PyTorch's generator with
   the call PyTorch makes for it (``randn``, ``rand``, ``randint``, ``randperm``, the in-place
   ``normal_`` / ``uniform_`` fills and ``nn.init``, the dropout and Dropout2d masks, a
-  DataLoader's shuffle with PyTorch's seeding), and ``manual_seed`` seeds both generators. minigpu's own counter-based generator gives other numbers for the
+  DataLoader's order: its sampler's torch twin, with PyTorch's seeding, a minigpu
+  ``Generator`` mirrored by a torch one), and ``manual_seed`` seeds both generators. minigpu's own counter-based generator gives other numbers for the
   same seed; this is the one thing the harness replaces.
 * **The accelerator.** Under ``NUMBA_ENABLE_CUDASIM=1`` minigpu has one (the simulated GPU) and
   PyTorch's CPU build has none; so that both runs take the program's accelerator branch,
@@ -226,14 +227,57 @@ def _torch_random_draws(run):
             mask = torch.nn.functional.dropout2d(torch.ones(tuple(input.shape)), p, True)
         return input * to_mg(mask, input.device).to(input.dtype)
 
+    mirrors = {}  # id(minigpu Generator) -> (it, the torch.Generator standing in for it)
+
+    def mirror(generator):
+        if generator is None:
+            return None
+        if id(generator) not in mirrors:
+            mirrors[id(generator)] = (generator,
+                                      torch.Generator().manual_seed(generator.initial_seed()))
+        return mirrors[id(generator)][1]
+
+    def generator_manual_seed(generator, seed):
+        mirror(generator).manual_seed(seed)
+        return generator_seed(generator, seed)
+
+    def torch_sampler(s):
+        """The torch sampler drawing what ``s`` (a minigpu sampler) stands for."""
+        tud = torch.utils.data
+        if isinstance(s, data.BatchSampler):
+            return tud.BatchSampler(torch_sampler(s.sampler), s.batch_size, s.drop_last)
+        if isinstance(s, data.SequentialSampler):
+            return tud.SequentialSampler(range(len(s)))
+        if isinstance(s, data.RandomSampler):
+            return tud.RandomSampler(range(len(s.data_source)), s.replacement,
+                                     s._num_samples, mirror(s.generator))
+        if isinstance(s, data.SubsetRandomSampler):
+            return tud.SubsetRandomSampler(s.indices, mirror(s.generator))
+        if isinstance(s, data.WeightedRandomSampler):
+            return tud.WeightedRandomSampler(s.weights.tolist(), s.num_samples, s.replacement,
+                                             mirror(s.generator))
+        if isinstance(s, data.DistributedSampler):
+            torch_s = tud.DistributedSampler(range(len(s.dataset)), s.num_replicas, s.rank,
+                                             s.shuffle, s.seed, s.drop_last)
+            torch_s.set_epoch(s.epoch)
+            return torch_s
+        return s  # the program's own sampler: plain Python over indices
+
     def batches(loader):
-        n = len(loader.dataset)
-        order = torch.utils.data.DataLoader(range(n), batch_size=loader.batch_size,
-                                            shuffle=loader.shuffle, drop_last=loader.drop_last)
+        """The epoch's indices as PyTorch's DataLoader draws them (its workers' base seed
+        first, then the sampler's order)."""
+        batched = loader.batch_sampler is not None
+        how = (dict(batch_sampler=torch_sampler(loader.batch_sampler)) if batched
+               else dict(batch_size=None, sampler=torch_sampler(loader.sampler)))
+        order = torch.utils.data.DataLoader(range(len(loader.dataset)), **how,
+                                            generator=mirror(loader.generator),
+                                            collate_fn=lambda batch: batch)
         for chunk in order:
-            yield chunk.numpy()
+            yield np.asarray(chunk) if batched else int(chunk)
 
     minigpu_manual_seed = minigpu.random.manual_seed
+    generator_seed = minigpu.Generator.manual_seed
+    run.patch(minigpu.Generator, "manual_seed", generator_manual_seed)
     swaps = [(minigpu_manual_seed, manual_seed), (creation._random, random), (creation.randint, randint),
              (creation.randperm, randperm), (normalization.dropout, dropout),
              (layers.feature_dropout, feature_dropout),
