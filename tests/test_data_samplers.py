@@ -240,6 +240,16 @@ def test_random_sampler_more_samples_than_data_gives_whole_permutations():
     assert len(set(order[12:])) == 3
 
 
+def test_random_sampler_draws_as_it_is_consumed():
+    """torch's trainers ask for int(1e10) samples (minGPT): nothing of that size is made."""
+    for replacement in (True, False):
+        sampler = RandomSampler(range(7), replacement=replacement, num_samples=int(1e10))
+        first = list(itertools.islice(sampler, 70))
+        assert len(sampler) == int(1e10) and len(first) == 70 and set(first) <= set(range(7))
+        if not replacement:
+            assert all(sorted(first[i:i + 7]) == list(range(7)) for i in range(0, 70, 7))
+
+
 def test_random_sampler_with_replacement_is_uniform():
     g = mg.Generator().manual_seed(0)
     sampler = RandomSampler(range(10), replacement=True, num_samples=20000, generator=g)

@@ -198,7 +198,8 @@ def _torch_random_draws(run):
         return to_mg(torch.randint(low, high, tuple(size)), creation._device(device))
 
     def randperm(n, device=None, generator=None):
-        return to_mg(torch.randperm(int(n)), creation._device(device))
+        return to_mg(torch.randperm(int(n), generator=mirror(generator)),
+                     creation._device(device))
 
     def fill(torch_fn):
         def in_place(tensor, *args, generator=None, **kwargs):

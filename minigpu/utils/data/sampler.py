@@ -53,6 +53,9 @@ class SequentialSampler(Sampler):
         return len(self.data_source)
 
 
+_DRAWS_AT_ONCE = 32  # draws with replacement are made this many at a time, as torch's are
+
+
 class RandomSampler(Sampler):
     """A random permutation of the indices; with ``replacement=True``, ``num_samples``
     independent uniform draws. Without replacement, ``num_samples`` larger than the dataset
@@ -71,12 +74,14 @@ class RandomSampler(Sampler):
         return len(self.data_source) if self._num_samples is None else self._num_samples
 
     def __iter__(self):
+        # drawn as they are consumed (torch's trainers ask for num_samples=int(1e10))
         n, rng = len(self.data_source), _rng(self.generator)
-        if self.replacement:
-            return iter(rng.integers(0, n, size=self.num_samples).tolist())
-        whole, part = divmod(self.num_samples, n)
-        order = [rng.permutation(n) for _ in range(whole)] + [rng.permutation(n)[:part]]
-        return iter(np.concatenate(order).tolist())
+        for start in range(0, self.num_samples, _DRAWS_AT_ONCE if self.replacement else n):
+            left = self.num_samples - start
+            if self.replacement:
+                yield from rng.integers(0, n, size=min(_DRAWS_AT_ONCE, left)).tolist()
+            else:
+                yield from rng.permutation(n)[:left].tolist()
 
     def __len__(self):
         return self.num_samples
