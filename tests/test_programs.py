@@ -1,4 +1,5 @@
-"""The program corpus (tests/programs/): upstream PyTorch examples and tutorials, each run under
+"""The program corpus (tests/programs/): upstream PyTorch examples and tutorials, and programs
+written for torch elsewhere (minGPT), each run under
 PyTorch and under minigpu in lockstep, their losses compared step by step.
 
 Each program is kept as written upstream except its import and data lines (marked
@@ -58,6 +59,10 @@ CORPUS = [
     ("cifar10_tutorial", "tutorials/cifar10_tutorial.py", "", []),
     ("sequence_models_tutorial", "tutorials/sequence_models_tutorial.py", "", []),
     ("deep_learning_tutorial", "tutorials/deep_learning_tutorial.py", "", []),
+    # karpathy/minGPT: a GPT trained by its Trainer through a RandomSampler(replacement=True,
+    # num_samples=int(1e10)) DataLoader; greedy evaluation and torch.save(state_dict, .pt)
+    ("mingpt_adder", "mingpt/adder.py", "--data.ndigit=1 --trainer.max_iters=20 "
+     "--trainer.num_workers=0 --trainer.batch_size=8", []),
 ]
 
 

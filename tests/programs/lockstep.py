@@ -239,8 +239,9 @@ def _torch_random_draws(run):
         return mirrors[id(generator)][1]
 
     def generator_manual_seed(generator, seed):
+        seeded = generator_seed(generator, seed)
         mirror(generator).manual_seed(seed)
-        return generator_seed(generator, seed)
+        return seeded
 
     def torch_sampler(s):
         """The torch sampler drawing what ``s`` (a minigpu sampler) stands for."""
