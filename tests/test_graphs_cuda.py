@@ -18,6 +18,14 @@ def test_replayed_mlp_training_equals_eager_on_cuda_and_allocates_nothing():
     assert mg.cuda.memory_stats()["num_allocs"] == before
 
 
+def test_replayed_cnn_training_equals_eager_on_cuda():
+    """Conv2d, MaxPool2d and Linear with SGD and momentum (the LSTM is equal too, ~100 s on
+    the simulator: left to the cpu test)."""
+    eager, captured, g = eager_and_captured("cnn", "sgd", batches((2, 1, 8, 8), 4, "cuda"),
+                                            "cuda")
+    assert same(eager[0], captured[0]) and same(eager[1], captured[1])
+
+
 def test_each_replay_launches_the_recorded_kernels_through_the_simulator():
     net, opt = setup("mlp", "sgd", "cuda")
     data = batches((4, 8), 2, device="cuda")
