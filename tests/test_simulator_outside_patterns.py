@@ -35,6 +35,13 @@ def at(kernel, marker):
     return f"{os.path.basename(__file__)}:{line}"
 
 
+def message_of(error, launch):
+    """The message of the ``error`` that ``launch()`` must raise."""
+    with pytest.raises(error) as info:
+        launch()
+    return str(info.value)
+
+
 # ============================================================================= plain loads of
 # global memory that other threads update with atomics
 
@@ -95,9 +102,7 @@ def shared_load_racing_atomic(out):
 ])
 def test_plain_stores_racing_atomics_or_plain_loads_stay_races(kernel, markers):
     x = np.arange(64, 0, -1).astype(np.int32)
-    with pytest.raises(RaceError) as info:
-        kernel[2, 32](np.array([1000], np.int32), x)
-    msg = str(info.value)
+    msg = message_of(RaceError, lambda: kernel[2, 32](np.array([1000], np.int32), x))
     assert "global array 'best' at index 0" in msg, msg
     for m in markers:
         assert at(kernel, m) in msg, msg
@@ -105,9 +110,8 @@ def test_plain_stores_racing_atomics_or_plain_loads_stay_races(kernel, markers):
 
 @needs_checks
 def test_in_shared_memory_a_plain_load_racing_an_atomic_stays_a_race():
-    with pytest.raises(RaceError) as info:
-        shared_load_racing_atomic[1, 32](np.zeros(32, np.int32))
-    msg = str(info.value)
+    out = np.zeros(32, np.int32)
+    msg = message_of(RaceError, lambda: shared_load_racing_atomic[1, 32](out))
     assert at(shared_load_racing_atomic, "SH-ATOMIC") in msg
     assert at(shared_load_racing_atomic, "SH-READ") in msg
 
@@ -127,9 +131,8 @@ def grid_sync_in_some_blocks(out):
 
 
 def test_a_grid_sync_that_some_blocks_never_reach_is_a_deadlock():
-    with pytest.raises(SyncError) as info:
-        grid_sync_in_some_blocks[4, 32](np.zeros(128, np.int32))
-    msg = str(info.value)
+    out = np.zeros(128, np.int32)
+    msg = message_of(SyncError, lambda: grid_sync_in_some_blocks[4, 32](out))
     assert "kernel 'grid_sync_in_some_blocks'" in msg and "hangs" in msg, msg
     assert at(grid_sync_in_some_blocks, "GRID-SYNC") in msg, msg
     assert "ended without arriving ((2, 0, 0), (3, 0, 0))" in msg.replace(
@@ -201,9 +204,8 @@ def test_record_arrays_per_thread_use_runs_as_on_a_gpu():
 @needs_checks
 def test_every_thread_drawing_from_one_rng_state_is_a_race():
     states = create_xoroshiro128p_states(4, seed=1)
-    with pytest.raises(RaceError) as info:
-        draw_all_from_state_zero[1, 32](np.zeros(32, np.float32), states)
-    msg = str(info.value)
+    out = np.zeros(32, np.float32)
+    msg = message_of(RaceError, lambda: draw_all_from_state_zero[1, 32](out, states))
     assert "global array 'states' at index 0, field 's" in msg, msg
     assert at(draw_all_from_state_zero, "SHARED-STATE") in msg, msg
 
@@ -211,9 +213,8 @@ def test_every_thread_drawing_from_one_rng_state_is_a_race():
 @needs_checks
 def test_a_record_index_past_the_end_is_out_of_bounds():
     states = create_xoroshiro128p_states(32, seed=1)
-    with pytest.raises(OutOfBoundsError) as info:
-        draw_past_the_states[1, 32](np.zeros(32, np.float32), states)
-    msg = str(info.value)
+    out = np.zeros(32, np.float32)
+    msg = message_of(OutOfBoundsError, lambda: draw_past_the_states[1, 32](out, states))
     assert "global array 'states' at index 32 (shape (32,)" in msg, msg
     assert "thread (31, 0, 0)" in msg, msg
 
@@ -225,9 +226,8 @@ def test_record_fields_and_whole_records_are_checked_accesses():
     one = pairs[:1].copy()
     swap_fields[1, 1](one)
     assert one[0]["a"] == 0 and one[0]["b"] == 0.0
-    with pytest.raises(RaceError) as info:
-        swap_fields[1, 4](pairs)
-    assert at(swap_fields, "WHOLE-RECORD") in str(info.value), str(info.value)
+    msg = message_of(RaceError, lambda: swap_fields[1, 4](pairs))
+    assert at(swap_fields, "WHOLE-RECORD") in msg, msg
 
 
 # ============================================================================= constant memory
@@ -266,9 +266,7 @@ def test_constant_arrays_are_read_as_on_a_gpu():
 @pytest.mark.parametrize("kernel, marker", [(store_into_constants, "CONST-STORE"),
                                             (atomic_on_constants, "CONST-ATOMIC")])
 def test_a_store_into_a_constant_array_is_refused_as_numba_refuses_it(kernel, marker):
-    with pytest.raises(TypingError) as info:
-        kernel[1, 1](np.zeros(1, np.float32))
-    msg = str(info.value)
+    msg = message_of(TypingError, lambda: kernel[1, 1](np.zeros(1, np.float32)))
     assert "constant array 'w' at index " in msg and "read-only" in msg, msg
     assert "Cannot modify readonly array of type: readonly array(float32, 1d, C)" in msg, msg
     assert at(kernel, marker) in msg, msg
@@ -340,9 +338,7 @@ def test_an_njit_function_called_from_a_kernel_is_a_checked_device_function():
     calls_a_cpu_function[1, 32](out, x)
     assert (out == x[:-1] + x[1:]).all()
     if config.CHECKS:
-        with pytest.raises(OutOfBoundsError) as info:
-            calls_a_cpu_function[1, 32](np.zeros(32, np.float32), x[:32])
-        msg = str(info.value)
+        msg = message_of(OutOfBoundsError, lambda: calls_a_cpu_function[1, 32](out, x[:32]))
         assert "global array 'x' at index 32" in msg and "thread (31, 0, 0)" in msg, msg
         assert at(neighbours_sum, "NJIT-LOAD") in msg, msg
 
@@ -356,9 +352,8 @@ def set_in_some_threads(out):
 
 
 def test_a_local_set_only_in_some_threads_is_an_uninitialised_value():
-    with pytest.raises(UninitializedReadError) as info:
-        set_in_some_threads[1, 32](np.zeros(32, np.float32))
-    msg = str(info.value)
+    out = np.zeros(32, np.float32)
+    msg = message_of(UninitializedReadError, lambda: set_in_some_threads[1, 32](out))
     assert "read local variable 'v'" in msg and "never assigned it" in msg, msg
     assert at(set_in_some_threads, "UNSET-USE") in msg, msg
     assert "thread (16, 0, 0)" in msg, msg
@@ -401,15 +396,11 @@ def test_strict_mode_reports_barriers_that_exited_threads_never_reached(monkeypa
             barrier_in_a_data_branch[1, 32](branch_out, data)
             assert branch_out.tolist() == [1 if t % 2 == 0 else 0 for t in range(32)]
             continue
-        with pytest.raises(SyncError) as info:
-            early_return_before_barrier[1, 32](out, x)
-        msg = str(info.value)
+        msg = message_of(SyncError, lambda: early_return_before_barrier[1, 32](out, x))
         assert at(early_return_before_barrier, "EARLY-BARRIER") in msg, msg
         assert "reached by 20 of the block's 32 threads" in msg and "tid 20-31" in msg, msg
         assert "early `return`" in msg and "Volta" in msg and "undefined" in msg, msg
-        with pytest.raises(SyncError) as info:
-            barrier_in_a_data_branch[1, 32](branch_out, data)
-        msg = str(info.value)
+        msg = message_of(SyncError, lambda: barrier_in_a_data_branch[1, 32](branch_out, data))
         assert at(barrier_in_a_data_branch, "BRANCH-BARRIER") in msg, msg
         line = at(barrier_in_a_data_branch, "DATA-BRANCH").split(":")[1]
         assert f"inside the `if` at line {line}" in msg and "divergent barrier" in msg, msg
