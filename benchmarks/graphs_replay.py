@@ -5,15 +5,17 @@ The workloads are ``host_overhead.py``'s, on the cpu device (4x4 tensors: the Nu
 negligible, so this is the Python a replay no longer runs). Each workload is run once eagerly
 (its lazy state made), captured, and its replay timed against the eager call and PyTorch's,
 their rounds alternating and each keeping its fastest round (``host_overhead.py``'s rule).
+Then the cuda device's host time per call, eager and replayed, with the launches timed apart
+as ``host_overhead.py`` does (under the simulator: counted, not run).
 
-    python benchmarks/graphs_replay.py [--rounds 41] [--round-ms 20] [--json PATH]
+    python benchmarks/graphs_replay.py [--rounds 41] [--round-ms 20] [--json PATH] [--no-cuda]
 """
 import argparse
 import json
 import math
 
 import minigpu as mg
-from host_overhead import calls_per_round, fastest_round_us, torch, workloads
+from host_overhead import calls_per_round, cuda_rows, fastest_round_us, torch, workloads
 
 
 def captured(fn):
@@ -25,6 +27,25 @@ def captured(fn):
     return graph.replay
 
 
+def cuda_table(rounds, round_ms):
+    """``host_overhead.py``'s cuda table (host us per call, launches per call) for the eager
+    workloads and their replays: under the simulator the launches are counted, not run."""
+    eager = workloads(mg, "cuda")
+    replays = {name: captured(fn) for name, fn in workloads(mg, "cuda").items()}
+    rows = [{"workload": e["workload"], "eager_host_us": e["host_us"],
+             "replay_host_us": r["host_us"], "eager_launches": e["launches"],
+             "replay_launches": r["launches"]}
+            for e, r in zip(cuda_rows(rounds, round_ms, eager),
+                            cuda_rows(rounds, round_ms, replays))]
+    where = "simulator: launches counted, not run" if mg.cuda.is_simulator() else "GPU"
+    print(f"\n{'cuda device (' + where + '), host us':42s} {'eager':>8s} {'replay':>8s} "
+          f"{'launches: eager':>16s} {'replay':>7s}")
+    for row in rows:
+        print(f"{row['workload']:42s} {row['eager_host_us']:8.1f} {row['replay_host_us']:8.1f} "
+              f"{row['eager_launches']:16.0f} {row['replay_launches']:7.0f}")
+    return rows
+
+
 def geomean(values):
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
@@ -34,6 +55,7 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=41)
     parser.add_argument("--round-ms", type=float, default=20.0)
     parser.add_argument("--json", help="also write the rows to this JSON file")
+    parser.add_argument("--no-cuda", action="store_true", help="skip the cuda-device table")
     args = parser.parse_args(argv)
     if torch is not None:
         torch.set_num_threads(1)
@@ -60,6 +82,8 @@ def main(argv=None):
         print(f"geometric mean of the ratios: eager {result['geomean_eager_ratio']:.2f}x, "
               f"replay {result['geomean_replay_ratio']:.2f}x (torch {torch.__version__}, "
               f"1 thread)")
+    if not args.no_cuda and mg.cuda.is_available():
+        result["cuda"] = cuda_table(args.rounds, args.round_ms)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1)

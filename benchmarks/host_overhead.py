@@ -167,10 +167,11 @@ def sanitizer_off():
         config.CHECKS = checks
 
 
-def cuda_rows(rounds, round_ms):
-    """The cuda table: host us, launches and us/launch per workload (see the module doc)."""
+def cuda_rows(rounds, round_ms, fns=None):
+    """The cuda table: host us, launches and us/launch per workload (see the module doc);
+    ``fns``: other callables to time so (``graphs_replay.py``: the captured workloads)."""
     rows = []
-    for name, fn in workloads(mg, "cuda").items():
+    for name, fn in (fns or workloads(mg, "cuda")).items():
         fn()  # compile (GPU) and allocate outside the timing
         if SIMULATOR:  # the launch time: one call with its launches run. First, because the
             # counted calls below leave their outputs unwritten (accumulated .grad included)

@@ -265,6 +265,11 @@ def test_the_replay_benchmark_runs(tmp_path, monkeypatch):
     monkeypatch.setattr(bench, "torch", None)  # its columns are host_overhead.py's, tested there
     out = tmp_path / "rows.json"
     bench.main(["--rounds", "1", "--round-ms", "1", "--json", str(out)])
-    rows = json.loads(out.read_text())["cpu"]
-    assert len(rows) == 4 and all(r["replay_us"] > 0 and r["eager_us"] > 0 for r in rows)
+    result = json.loads(out.read_text())
+    assert len(result["cpu"]) == 4
+    assert all(r["replay_us"] > 0 and r["eager_us"] > 0 for r in result["cpu"])
+    launches = {r["workload"]: (r["eager_launches"], r["replay_launches"])
+                for r in result["cuda"]}
+    assert launches["a + b"] == (1, 1)  # one map, eager and replayed
+    assert all(e == r for e, r in launches.values())  # a replay launches what eager does
     sys.modules.pop("graphs_replay")

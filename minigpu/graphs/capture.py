@@ -333,18 +333,17 @@ class _Launches:
                 if recorder.capture._direct:  # replayed by the primitive call around it
                     recorder.capture.launches += 1
                 else:
-                    recorder.launch(launch, kernel, args)
+                    recorder.launch(kernel, args)
             return launch(kernel, *args)
 
         def recorded_copy(array, ary, stream=0):
             if recorder.capture._direct == 0:
                 recorder.capture.steps.append(
-                    lambda: copy(array, ary, stream=recorder.stream()))
+                    lambda: array.copy_to_device(ary, stream=recorder.stream()))
             return copy(array, ary, stream=stream)
 
         kernel_class.__call__ = recorded_launch
         array_class.copy_to_device = recorded_copy
-        self.depth = 0
 
     def from_host(self, kernel):
         """A kernel launched from the host during the capture (a device function called from
@@ -352,17 +351,20 @@ class _Launches:
         return _active is self.capture and not getattr(kernel, "_device", False) \
             and not _inside_kernel()
 
-    def launch(self, launch, kernel, args):
+    def launch(self, kernel, args):
+        """Record one launch. Its replay calls the configured kernel as an eager launch does
+        (through the class's ``__call__`` of that moment: the sanitizer, the counters, a
+        benchmark's launch counter, or another capture see it)."""
         capture = self.capture
         capture.launches += 1
-        if self.simulator:
+        if self.simulator:  # the simulator keeps the configuration on the kernel object
             config = (kernel.grid_dim, kernel.block_dim, 0, kernel.dynshared_size)
 
             def run(args=args):
-                launch(kernel[config], *args)
+                kernel[config](*args)
         else:
             def run(args=args):
-                launch(kernel, *args)
+                kernel(*args)
         if capture._random is None:
             capture.steps.append(run)
             return
