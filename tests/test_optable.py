@@ -73,25 +73,61 @@ def test_tensor_methods_are_the_registered_op_functions():
             assert entry.mg and op.name in entry.methods and entry.fn.__doc__, op.name
 
 
-PARAMS = {"leaky_relu": (0.1, 0.0), "affine": (2.0, 3.0), "rdiv": (2.0, 0.0),
-          "div_scalar": (-1.5, 0.0),
-          "pow": (2.5, 0.0), "rpow": (1.5, 0.0), "clamp": (-0.7, 1.5),
-          "softplus": (1.5, 2.0), "elu": (0.7, 0.0)}
-POSITIVE = {"log", "sqrt", "pow", "rdiv", "log1p"}
-
-
 @pytest.mark.parametrize("op", [op for op in optable.UNARY if op.grad is not None],
                          ids=lambda op: op.name)
 def test_unary_gradients(op):
-    """Every unary derivative of the table, float64 gradcheck (values away from kinks)."""
+    """Every unary derivative of the table, float64 gradcheck, at the entry's ``params`` on
+    values of its ``domain`` away from kinks."""
     rng = np.random.default_rng(1)
     values = rng.uniform(0.5, 2.0, (2, 3))
-    if op.name not in POSITIVE:
+    if op.domain != "positive":
         values *= rng.choice([-1.0, 1.0], values.shape)
     x = mg.tensor(values, dtype=mg.float64, requires_grad=True)
-    alpha, beta = PARAMS.get(op.name, (0.0, 0.0))
+    alpha, beta = op.params
     fn = ew.UNARY_FUNCTIONS[op.name].apply
     assert mg.autograd.gradcheck(lambda t: fn(t, alpha=alpha, beta=beta), (x,))
+
+
+EDGES = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e30, -1e30, 88.0, -88.0, 1e-40, -1e-40,
+                  0.5, -0.5, 2.5, -2.5, 1e4, -1e4])
+"""The edge values every table map is run on (1e-40: a float32 denormal)."""
+
+
+def _same(op, got, want):
+    """Equal (within rounding for an ``approx`` op, NaN where NaN), zeros of the same sign."""
+    name = op.name
+    assert got.dtype == want.dtype, name
+    if want.dtype.kind == "f":
+        tol = 0 if not op.approx else 1e-5 if want.dtype == np.float32 else 1e-12
+        np.testing.assert_allclose(got, want, rtol=tol, atol=0, equal_nan=True, err_msg=name)
+        np.testing.assert_array_equal(np.signbit(got[want == 0]), np.signbit(want[want == 0]),
+                                      err_msg=f"{name}: the sign of a zero")
+    else:
+        np.testing.assert_array_equal(got, want, err_msg=name)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("op", [*optable.UNARY, *optable.BINARY], ids=lambda op: op.name)
+def test_edge_values_cuda_matches_cpu(op, dtype):
+    """Every map of the table on the edge values (and, binary, against them in another
+    order): the cuda device function gives the NumPy form's results, at the entry's params.
+    (The public maps are compared with torch on these values by the registry's suite.)"""
+    from minigpu.backends import get
+
+    cuda = get("cuda")
+    values = EDGES.astype(dtype) if op.domain is not None else np.arange(-8, 9)
+    operands = [values] if op in optable.UNARY else [values, np.roll(values, 5)]
+    a, b = op.params
+    shape = values.shape
+    with np.errstate(all="ignore"):
+        views = [contract.dense(cpu.from_numpy(v), shape) for v in operands]
+        want = (cpu.unary(op.name, *views, a, b) if len(views) == 1 else
+                cpu.binary(op.name, *views, a, b))
+        views = [contract.dense(cuda.from_numpy(v), shape) for v in operands]
+        got = (cuda.unary(op.name, *views, a, b) if len(views) == 1 else
+               cuda.binary(op.name, *views, a, b))
+    _same(op, cuda.to_numpy(contract.dense(got, shape)),
+          cpu.to_numpy(contract.dense(want, shape)))
 
 
 def test_the_op_index_is_read_from_the_registry():

@@ -1,13 +1,18 @@
-"""The ops as the registry (``ops/registry.py``) and the op table (``backends/optable.py``)
-declare them, tested with no list kept here: a new op is picked up where it is defined.
+"""Every op tested from its declaration, with no list kept here: the registry
+(``ops/registry.py``) holds each op's test contract — sample arguments (``example``), torch
+counterpart, input domain and its edge values, tolerance, whether it is differentiable — and
+this suite runs it:
 
-- every op registered with an ``example``: cuda against cpu (float32), float64 gradcheck,
-  against PyTorch's function of the same name (``torch.nn.functional.<name>`` for an ``F``
-  op, else ``torch.<name>``), and its ``nn`` layer (when it names one) against the function;
-- every public map of the op table: against PyTorch's function of the same name, float64.
+- every registered op has a contract (the first test fails naming those without);
+- cuda against cpu on the example (float32, the declared tolerance, the same dtypes);
+- float64 gradcheck of every differentiable op;
+- against torch on the example's drawn values (float64) and with the result dtype torch gives
+  for float32 inputs;
+- against torch on the edge values of the op's domain (inf, -inf, nan, -0.0, denormals,
+  +-1e30 for a real domain), float32, on both devices.
 
-(The table's maps are also drawn by hypothesis cuda against cpu in ``test_cuda_elementwise.py``
-and gradchecked in ``test_optable.py``, both parametrised over the table.)
+The table's private maps (the fused backward maps and the scalar forms) are tested from the
+table in ``test_optable.py``. Random ops draw after ``manual_seed(0)`` each time.
 """
 import inspect
 
@@ -15,101 +20,233 @@ import numpy as np
 import pytest
 
 import minigpu as mg
-from minigpu.backends import optable
 from minigpu.ops import registry
 
-EXAMPLES = [e for e in registry.OPS.values() if e.example is not None]
-PUBLIC_MAPS = [e for e in (*optable.UNARY, *optable.BINARY) if e.method or e.F]
+ALL = list(registry.OPS.values())
+DECLARED = [e for e in ALL if e.example is not None]
+COMPARED = [e for e in DECLARED if not isinstance(e.torch, registry.Unlike)]
+DEVICES = ["cpu", "cuda"]
 
 
-def _args(entry, device, dtype, requires_grad=False, seed=0):
-    """The entry's example arguments, float arrays as tensors of ``dtype`` on ``device``."""
-    out = []
-    for a in entry.example(np.random.default_rng(seed)):
-        if isinstance(a, np.ndarray):
-            a = mg.tensor(a, dtype=dtype, device=device,
-                          requires_grad=requires_grad and a.dtype.kind == "f")
-        out.append(a)
-    return out
+def _ids(entry):
+    return entry.name
+
+
+def _tensors(value, device, dtype, requires_grad=False):
+    """The example's arrays as tensors: float arrays of ``dtype``, others of their own.
+    ``requires_grad``: True, or the positions of the arguments that require it."""
+    if isinstance(requires_grad, tuple):
+        return [_tensors(v, device, dtype, k in requires_grad) for k, v in enumerate(value)]
+    if isinstance(value, np.ndarray):
+        float_array = value.dtype.kind == "f"
+        return mg.tensor(value, dtype=dtype if float_array else None, device=device,
+                         requires_grad=requires_grad and float_array)
+    if isinstance(value, (list, tuple)) and not isinstance(value, str):
+        return type(value)(_tensors(v, device, dtype, requires_grad) for v in value)
+    if isinstance(value, dict):
+        return {k: _tensors(v, device, dtype, requires_grad) for k, v in value.items()}
+    return value
+
+
+def _example(entry, seed=0):
+    args = list(entry.example(np.random.default_rng(seed)))
+    kwargs = args.pop() if args and isinstance(args[-1], dict) else {}
+    return args, kwargs
+
+
+def _mutates(entry):
+    """An in-place op (``add_``, ``x[i] = v``): tested on a copy of its first argument, which
+    is then its result."""
+    return entry.name.endswith("_")
+
+
+def _call(fn, entry, args, kwargs, clone):
+    if not _mutates(entry):
+        return fn(*args, **kwargs)
+    target = clone(args[0])
+    fn(target, *args[1:], **kwargs)
+    return target
+
+
+def _flat(out):
+    """The op's results as a flat list (tuples of tensors, named tuples, plain values)."""
+    if isinstance(out, (tuple, list)):
+        return [x for o in out for x in _flat(o)]
+    return [out]
 
 
 def _host(t):
-    return t.detach().cpu().numpy()
+    if isinstance(t, mg.Tensor):
+        return t.detach().cpu().numpy()
+    if hasattr(t, "detach"):  # a torch tensor
+        return t.detach().numpy()
+    return np.asarray(t)
 
 
-@pytest.mark.parametrize("entry", EXAMPLES, ids=lambda e: e.name)
+def _run(entry, device, dtype, args=None, kwargs=None):
+    if args is None:
+        args, kwargs = _example(entry)
+    mg.manual_seed(0)
+    return _flat(_call(entry.fn, entry, _tensors(args, device, dtype), kwargs,
+                       lambda t: t.clone()))
+
+
+def test_every_op_has_a_contract():
+    missing = [e.name for e in ALL if e.example is None]
+    assert not missing, f"ops without a test contract (example=...): {missing}"
+    for entry in ALL:
+        assert entry.domain in registry.EDGE_VALUES, entry.name
+
+
+@pytest.mark.parametrize("entry", DECLARED, ids=_ids)
 def test_cuda_matches_cpu(entry):
-    want = entry.fn(*_args(entry, "cpu", mg.float32))
-    got = entry.fn(*_args(entry, "cuda", mg.float32))
-    assert got.device == "cuda" and got.dtype == want.dtype == mg.float32
-    np.testing.assert_allclose(_host(got), _host(want), rtol=1e-5, atol=1e-6)
+    wants = _run(entry, "cpu", mg.float32)
+    gots = _run(entry, "cuda", mg.float32)
+    rtol, atol = entry.tol
+    for got, want in zip(gots, wants, strict=True):
+        if isinstance(want, mg.Tensor):
+            assert got.device == "cuda" and got.dtype == want.dtype, entry.name
+        np.testing.assert_allclose(_host(got), _host(want), rtol=rtol, atol=atol,
+                                   err_msg=entry.name)
 
 
-@pytest.mark.parametrize("entry", EXAMPLES, ids=lambda e: e.name)
+@pytest.mark.parametrize("entry", [e for e in DECLARED if e.grad], ids=_ids)
 def test_float64_gradcheck(entry):
-    args = _args(entry, "cpu", mg.float64, requires_grad=True)
-    assert mg.autograd.gradcheck(entry.fn, args)
+    """The gradient of every float tensor argument (also inside lists), numerically."""
+    args, kwargs = _example(entry)
+    structure = _tensors(args, "cpu", mg.float64, requires_grad=entry.grad)
+    leaves = []
+
+    def collect(value):
+        if isinstance(value, mg.Tensor):
+            if value.requires_grad:
+                leaves.append(value)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                collect(v)
+    collect(structure)
+
+    def rebuild(value, given):
+        if isinstance(value, mg.Tensor) and value.requires_grad:
+            return next(given)
+        if isinstance(value, (list, tuple)):
+            return type(value)(rebuild(v, given) for v in value)
+        return value
+
+    def fn(*inputs):
+        call_args = rebuild(structure, iter(inputs))
+        mg.manual_seed(0)  # a random op draws the same at every evaluation
+        outs = _flat(_call(entry.fn, entry, call_args, kwargs, lambda t: t.clone()))
+        return tuple(o for o in outs if isinstance(o, mg.Tensor) and o.dtype.kind == "f")
+    assert leaves, f"{entry.name}: grad=True but the example has no float tensor"
+    assert mg.autograd.gradcheck(fn, leaves)
 
 
-def _torch_function(torch, name, functional):
+def _torch_counterpart(torch, entry):
     import torch.nn.functional as TF
 
-    return getattr(TF if functional else torch, name, None)
+    if entry.torch:
+        owner, _, name = entry.torch.rpartition(".")
+        module = {"torch": torch, "torch.nn.functional": TF, "F": TF,
+                  "Tensor": torch.Tensor}.get(owner)
+        if module is None:
+            module = __import__(owner, fromlist=[name])
+        return getattr(module, name)
+    for where, name in ((TF if entry.F else torch, entry.name),
+                        (torch.Tensor, entry.methods[0] if entry.methods else entry.name)):
+        if hasattr(where, name):
+            return getattr(where, name)
+    raise AssertionError(f"torch has no {entry.name}: declare torch=Unlike('why') or the "
+                         f"counterpart's name")
 
 
-def _to_torch(torch, a):
-    return torch.from_numpy(_host(a)) if isinstance(a, mg.Tensor) else a
+def _to_torch(torch, value):
+    if isinstance(value, mg.Tensor):
+        return torch.from_numpy(value.detach().numpy().copy())
+    if isinstance(value, (list, tuple)) and not isinstance(value, str):
+        return type(value)(_to_torch(torch, v) for v in value)
+    if isinstance(value, dict):
+        return {k: _to_torch(torch, v) for k, v in value.items()}
+    if isinstance(value, np.dtype):
+        return getattr(torch, str(value))
+    return value
 
 
-@pytest.mark.parametrize("entry", EXAMPLES, ids=lambda e: e.name)
+def _against_torch(torch, entry, args, kwargs, device, dtype, rtol, atol, signed_zeros=False):
+    mine = _tensors(args, device, dtype)
+    theirs = _to_torch(torch, _tensors(args, "cpu", dtype))
+    mg.manual_seed(0)
+    gots = _flat(_call(entry.fn, entry, mine, kwargs, lambda t: t.clone()))
+    with np.errstate(all="ignore"):
+        wants = _flat(_call(_torch_counterpart(torch, entry), entry, theirs,
+                            _to_torch(torch, kwargs), lambda t: t.clone()))
+    for got, want in zip(gots, wants, strict=True):
+        if isinstance(want, torch.Tensor):
+            assert str(got.dtype) == str(want.dtype).replace("torch.", ""), entry.name
+        got, want = _host(got), _host(want)
+        assert got.shape == want.shape, entry.name
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, equal_nan=True,
+                                   err_msg=entry.name)
+        if signed_zeros and want.dtype.kind == "f":
+            zeros = want == 0
+            np.testing.assert_array_equal(np.signbit(got[zeros]), np.signbit(want[zeros]),
+                                          err_msg=f"{entry.name}: the sign of a zero")
+
+
+@pytest.mark.parametrize("entry", COMPARED, ids=_ids)
 def test_against_torch(entry):
+    """float64 values as torch's; float32 inputs give torch's result dtype."""
     torch = pytest.importorskip("torch")
-    reference = _torch_function(torch, entry.name, entry.F)
-    if reference is None:
-        pytest.skip(f"torch has no {entry.name}")
-    args = _args(entry, "cpu", mg.float64)
-    want = reference(*[_to_torch(torch, a) for a in args])
-    np.testing.assert_allclose(_host(entry.fn(*args)), want.numpy(), rtol=1e-10, atol=1e-12)
+    args, kwargs = _example(entry)
+    _against_torch(torch, entry, args, kwargs, "cpu", mg.float64, 1e-10, 1e-12)
+    _against_torch(torch, entry, args, kwargs, "cpu", mg.float32, 1e-5, 1e-6)
 
 
-@pytest.mark.parametrize("entry", [e for e in EXAMPLES if e.module], ids=lambda e: e.name)
+def _with_edges(value, edges, rng):
+    """``value`` with each float array's elements replaced by the edge values, in a drawn
+    order (every edge value appears when the array has room)."""
+    if isinstance(value, np.ndarray) and value.dtype.kind == "f":
+        return rng.permutation(np.resize(np.array(edges), value.size)).reshape(value.shape)
+    if isinstance(value, (list, tuple)) and not isinstance(value, str):
+        return type(value)(_with_edges(v, edges, rng) for v in value)
+    if isinstance(value, dict):
+        return {k: _with_edges(v, edges, rng) for k, v in value.items()}
+    return value
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("entry", [e for e in COMPARED if registry.EDGE_VALUES[e.domain]],
+                         ids=_ids)
+def test_edge_values_against_torch(entry, device):
+    torch = pytest.importorskip("torch")
+    args, kwargs = _example(entry)
+    rng = np.random.default_rng(1)
+    edged = _with_edges(args, registry.EDGE_VALUES[entry.domain], rng)
+    _against_torch(torch, entry, edged, kwargs, device, mg.float32, 1e-5, 1e-30,
+                   signed_zeros=entry.signed_zeros)
+
+
+def _layer_like(entry):
+    """An op with an ``nn`` layer whose example is one tensor and the layer's options."""
+    args, _ = _example(entry)
+    return entry.module and sum(isinstance(a, np.ndarray) for a in args) == 1
+
+
+@pytest.mark.parametrize("entry", [e for e in DECLARED if _layer_like(e)], ids=_ids)
 def test_layer_calls_the_function(entry):
     """The entry's ``nn`` layer with its default parameters computes the function of the
-    example's first tensor and non-tensor arguments. The layer is built from those arguments;
+    example's tensor and non-tensor arguments. The layer is built from those arguments;
     a required constructor argument they do not give is the channel count (``GroupNorm``'s
     ``num_channels``, ``BatchNorm``'s ``num_features``)."""
     layer_cls = getattr(mg.nn, entry.module)
-    args = _args(entry, "cpu", mg.float64)
+    args, _ = _example(entry)
+    args = _tensors(args, "cpu", mg.float64)
     x = next(a for a in args if isinstance(a, mg.Tensor))
     options = [a for a in args if not isinstance(a, mg.Tensor)]
     required = [p for p in inspect.signature(layer_cls).parameters.values()
                 if p.default is p.empty and p.kind is p.POSITIONAL_OR_KEYWORD]
     layer = layer_cls(*options, *[x.shape[1]] * (len(required) - len(options))).double()
-    np.testing.assert_allclose(_host(layer(x)), _host(entry.fn(x, *options)), rtol=1e-12,
-                               atol=1e-12)
-
-
-@pytest.mark.parametrize("entry", PUBLIC_MAPS, ids=lambda e: e.name)
-def test_table_map_against_torch(entry):
-    torch = pytest.importorskip("torch")
-    reference = _torch_function(torch, entry.name, not entry.method)
-    if reference is None:
-        pytest.skip(f"torch has no {entry.name}")
-    rng = np.random.default_rng(0)
-    binary = entry in optable.BINARY
-    arrays = [rng.uniform(-4, 4, (3, 5)) for _ in range(2 if binary else 1)]
-    if binary:  # no zero divisors for floor_divide / remainder
-        arrays[1] = np.where(np.abs(arrays[1]) < 0.5, 1.5, arrays[1])
-    fn = registry.OPS[entry.name].fn
-    got = _host(fn(*[mg.tensor(a, dtype=mg.float64) for a in arrays]))
-    with np.errstate(invalid="ignore"):
-        want = reference(*[torch.from_numpy(a) for a in arrays]).numpy()
-    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12, equal_nan=True)
-
-
-@pytest.mark.parametrize("entry", [e for e in PUBLIC_MAPS if e.module], ids=lambda e: e.name)
-@pytest.mark.parametrize("device", ["cpu", "cuda"])
-def test_table_layer_calls_the_map(entry, device):
-    x = mg.tensor(np.random.default_rng(0).uniform(-4, 4, (3, 5)), device=device)
-    want = _host(registry.OPS[entry.name].fn(x))
-    np.testing.assert_array_equal(_host(getattr(mg.nn, entry.module)()(x)), want)
+    mg.manual_seed(0)
+    want = _host(entry.fn(x, *options))
+    mg.manual_seed(0)
+    np.testing.assert_allclose(_host(layer(x)), want, rtol=1e-12, atol=1e-12)

@@ -190,6 +190,15 @@ def sqrt_scalar(x, a, b):
     return math.sqrt(x)
 
 
+def rsqrt_scalar(x, a, b):
+    return np.float32(1) / math.sqrt(x)
+
+
+def sign(x):
+    """-1, 0 or 1 in x's dtype, PyTorch's: 0 for NaN and for -0.0 (``np.sign`` keeps both)."""
+    return np.where(x == x, np.sign(x), 0).astype(x.dtype, copy=False) + x.dtype.type(0)
+
+
 def tanh_scalar(x, a, b):
     return math.tanh(x)
 
@@ -239,7 +248,17 @@ def floor_divide_scalar(x, y, a, b):
 
 
 def remainder_scalar(x, y, a, b):
-    return x % y  # the sign of y, like Python and NumPy's remainder
+    """The sign of y, like Python's %; a zero result has the sign of x (``x * 0``), as
+    PyTorch's (which adds y to ``fmod(x, y)`` where their signs differ)."""
+    mod = x % y
+    return x * 0 if mod == 0 else mod
+
+
+def remainder(x, y):
+    """``remainder_scalar`` on arrays: NumPy's remainder, zeros signed as x."""
+    mod = np.remainder(x, y)
+    with np.errstate(invalid="ignore"):
+        return np.where(mod == 0, x * 0, mod)
 
 
 def clamp_grad_scalar(x, y, a, b):
@@ -306,6 +325,13 @@ class Op(NamedTuple):
     saves: str = "xy"        # which of the input(s) x (and y) / output y the derivative reads:
                              # only those are saved for backward, so only an in-place change
                              # to those makes backward refuse (PyTorch's rule)
+    # the test contract (``tests/test_optable.py``, and for a public op the registry's
+    # generic suite, ``tests/test_registered_ops.py``):
+    domain: str = "real"     # the inputs it is defined on: "real", "positive" (drawn values
+                             # > 0: log, sqrt), None (integers: the bitwise ops)
+    params: tuple = (0.0, 0.0)  # the a, b the tests call it with (a slope, a clamp's bounds)
+    signed_zeros: bool = True  # its zeros have torch's signs (False: torch's sign of a zero
+                               # is an artefact of its formula, docs/pytorch_compat.md)
 
 
 UNARY = (
@@ -314,10 +340,13 @@ UNARY = (
     Op("exp", "exp(x)", lambda x, a, b: np.exp(x), lambda g, x, y, a, b: g * y, method=True,
        saves="y", approx=True, scalar=exp_scalar),
     Op("log", "log(x)", lambda x, a, b: np.log(x), lambda g, x, y, a, b: g / x, method=True,
-       saves="x", approx=True, scalar=log_scalar),
+       saves="x", approx=True, scalar=log_scalar, domain="positive"),
     Op("sqrt", "sqrt(x)", lambda x, a, b: np.sqrt(x),
        lambda g, x, y, a, b: g / (y * 2), method=True, saves="y", approx=True,
-       scalar=sqrt_scalar),
+       scalar=sqrt_scalar, domain="positive"),
+    Op("rsqrt", "1 / sqrt(x)  (two roundings, as PyTorch's cpu: not x ** -0.5, which is 0 "
+       "at -inf)", lambda x, a, b: 1 / np.sqrt(x), lambda g, x, y, a, b: g * y * y * y * -0.5,
+       method=True, saves="y", approx=True, scalar=rsqrt_scalar, domain="positive"),
     Op("square", "x * x", lambda x, a, b: x * x, lambda g, x, y, a, b: g * x * 2,
        method=True, float_input=False, saves="x", shared=True),
     Op("tanh", "tanh(x)", lambda x, a, b: np.tanh(x),
@@ -326,35 +355,46 @@ UNARY = (
     Op("sigmoid", "1 / (1 + exp(-x)), computed without overflow for large |x|",
        lambda x, a, b: sigmoid(x), fused("sigmoid_grad", "y", lambda g, y, a, b: g * y * (1 - y)),
        method=True, module="Sigmoid", saves="y", approx=True),
-    Op("relu", "max(x, 0)", lambda x, a, b: np.maximum(x, 0),
+    Op("relu", "0 if x < 0 else x  (NaN and -0.0 kept, as PyTorch)",
+       lambda x, a, b: select(~(x < 0), x),
        fused("relu_grad", "y", lambda g, y, a, b: g * (y > 0).to(g.dtype)), method=True,
        module="ReLU", float_input=False, saves="y"),  # y > 0 exactly where x > 0
     Op("leaky_relu", "x if x > 0 else a*x", lambda x, a, b: select(x > 0, x, a * x),
        fused("leaky_relu_grad", "x",
-             lambda g, x, a, b: g * ((x > 0).to(g.dtype) * (1 - a) + a)), saves="x"),
+             lambda g, x, a, b: g * ((x > 0).to(g.dtype) * (1 - a) + a)), saves="x",
+       params=(0.1, 0.0)),
     Op("abs", "|x|", lambda x, a, b: abs(x), lambda g, x, y, a, b: g * x.sign(),
        method=True, float_input=False, saves="x", shared=True),
-    Op("sign", "-1, 0 or 1", lambda x, a, b: np.sign(x), zero_derivative, method=True,
-       float_input=False, saves=""),
+    Op("sign", "-1, 0 or 1  (0 for NaN and for -0.0, as PyTorch)", lambda x, a, b: sign(x),
+       zero_derivative, method=True, float_input=False, saves=""),
     Op("affine", "a*x + b  (x+3, 2*x, 3-x all use this)", lambda x, a, b: a * x + b,
-       lambda g, x, y, a, b: g * a, saves="", approx=True, shared=True),
+       lambda g, x, y, a, b: g * a, saves="", approx=True, shared=True, params=(2.0, 3.0)),
     Op("div_scalar", "x / a  (x/255: a division, as PyTorch's cpu device, not x * (1/a))",
-       lambda x, a, b: x / a, lambda g, x, y, a, b: g / a, saves="", approx=True, shared=True),
+       lambda x, a, b: x / a, lambda g, x, y, a, b: g / a, saves="", approx=True, shared=True,
+       params=(-1.5, 0.0)),
     Op("rdiv", "a / x", lambda x, a, b: a / x, lambda g, x, y, a, b: -g * y / x,
-       approx=True, shared=True),
+       approx=True, shared=True, domain="positive", params=(2.0, 0.0)),
     Op("pow", "x ** a", lambda x, a, b: x ** a,
        lambda g, x, y, a, b: g * 0.0 if a == 0 else g * x ** (a - 1) * a, saves="x", approx=True,
-       shared=True),
+       shared=True, domain="positive", params=(2.5, 0.0)),
     Op("rpow", "a ** x", lambda x, a, b: a ** x,
-       lambda g, x, y, a, b: g * y * math.log(a), saves="y", approx=True, shared=True),
+       lambda g, x, y, a, b: g * y * math.log(a), saves="y", approx=True, shared=True,
+       params=(1.5, 0.0)),
     Op("clamp", "min(max(x, a), b)  (a=-inf / b=inf for a one-sided clamp)",
-       lambda x, a, b: np.minimum(np.maximum(x, a), b), fused("clamp_grad", "x"), saves="x"),
-    Op("gt", "x > a  -> bool", lambda x, a, b: x > a, bool_result=True, shared=True),
-    Op("ge", "x >= a -> bool", lambda x, a, b: x >= a, bool_result=True, shared=True),
-    Op("lt", "x < a  -> bool", lambda x, a, b: x < a, bool_result=True, shared=True),
-    Op("le", "x <= a -> bool", lambda x, a, b: x <= a, bool_result=True, shared=True),
-    Op("eq", "x == a -> bool", lambda x, a, b: x == a, bool_result=True, shared=True),
-    Op("ne", "x != a -> bool", lambda x, a, b: x != a, bool_result=True, shared=True),
+       lambda x, a, b: np.minimum(np.maximum(x, a), b), fused("clamp_grad", "x"), saves="x",
+       params=(-0.7, 1.5)),
+    Op("gt", "x > a  -> bool", lambda x, a, b: x > a, bool_result=True, shared=True,
+       params=(0.5, 0.0)),
+    Op("ge", "x >= a -> bool", lambda x, a, b: x >= a, bool_result=True, shared=True,
+       params=(0.5, 0.0)),
+    Op("lt", "x < a  -> bool", lambda x, a, b: x < a, bool_result=True, shared=True,
+       params=(0.5, 0.0)),
+    Op("le", "x <= a -> bool", lambda x, a, b: x <= a, bool_result=True, shared=True,
+       params=(0.5, 0.0)),
+    Op("eq", "x == a -> bool", lambda x, a, b: x == a, bool_result=True, shared=True,
+       params=(0.5, 0.0)),
+    Op("ne", "x != a -> bool", lambda x, a, b: x != a, bool_result=True, shared=True,
+       params=(0.5, 0.0)),
     # math functions, rounding, predicates and activations
     Op("sin", "sin(x)", lambda x, a, b: np.sin(x), lambda g, x, y, a, b: g * x.cos(),
        method=True, saves="x", approx=True, scalar=sin_scalar),
@@ -362,7 +402,7 @@ UNARY = (
        method=True, saves="x", approx=True, scalar=cos_scalar),
     Op("log1p", "log(1 + x), accurate for small |x|", lambda x, a, b: np.log1p(x),
        lambda g, x, y, a, b: g / (x + 1), method=True, saves="x", approx=True,
-       scalar=log1p_scalar),
+       scalar=log1p_scalar, domain="positive"),
     Op("expm1", "exp(x) - 1, accurate for small |x|", lambda x, a, b: np.expm1(x),
        lambda g, x, y, a, b: g * (y + 1), method=True, saves="y", approx=True,
        scalar=expm1_scalar),
@@ -391,10 +431,11 @@ UNARY = (
        fused("silu_grad", "x", silu_grad), saves="x", approx=True),
     Op("softplus", "log(1 + exp(a*x)) / a, or x where a*x > b  (beta=a, threshold=b)",
        lambda x, a, b: softplus(x, a, b), fused("softplus_grad", "x", softplus_grad_composed),
-       saves="x", approx=True),
+       saves="x", approx=True, params=(1.5, 2.0)),
     Op("elu", "x if x > 0 else a * (exp(x) - 1)  (alpha=a)",
        lambda x, a, b: select(x > 0, x, a * np.expm1(x)),
-       fused("elu_grad", "x", elu_grad_composed), saves="x", approx=True, scalar=elu_scalar),
+       fused("elu_grad", "x", elu_grad_composed), saves="x", approx=True, scalar=elu_scalar,
+       params=(0.7, 0.0)),
     Op("hardswish", "x * min(max(x + 3, 0), 6) / 6", lambda x, a, b: x * np.clip(x + 3, 0, 6) / 6,
        hardswish_grad, F=True, module="Hardswish", scalar=hardswish_scalar, saves="x"),
     Op("mish", "x * tanh(log(1 + exp(x)))", lambda x, a, b: x * np.tanh(np.logaddexp(0, x)),
@@ -429,14 +470,14 @@ BINARY = (
        lambda x, y, a, b: np.floor_divide(x, y),
        (_zero_binary, _zero_binary), method=True, float_input=False,
        saves="", scalar=floor_divide_scalar),
-    Op("remainder", "x - floor(x / y) * y  (Python's %: the sign of y)",
-       lambda x, y, a, b: np.remainder(x, y),
+    Op("remainder", "x - floor(x / y) * y  (Python's %: the sign of y; a zero has x's sign)",
+       lambda x, y, a, b: remainder(x, y),
        (lambda g, x, y: g, lambda g, x, y: -g * x.floor_divide(y)), method=True,
        float_input=False, scalar=remainder_scalar),
     # Integer and bool only (``ops/elementwise.py`` refuses floats, as PyTorch): the NumPy
     # form is also the one-element form the cuda kernel compiles.
     *(Op(name, f"x {sym} y  (integers and bool; shifts: integers)", form, shared=True,
-         float_input=False, integer=True)
+         float_input=False, integer=True, domain=None)
       for name, sym, form in (
           ("bitwise_and", "&", lambda x, y, a, b: x & y),
           ("bitwise_or", "|", lambda x, y, a, b: x | y),
@@ -447,13 +488,14 @@ BINARY = (
     Op("relu_grad", "x (the upstream grad) where y > 0 else 0   (y = relu input or output)",
        lambda x, y, a, b: select(y > 0, x)),
     Op("leaky_relu_grad", "x where y > 0 else a*x   (y = input)",
-       lambda x, y, a, b: select(y > 0, x, a * x)),
+       lambda x, y, a, b: select(y > 0, x, a * x), params=(0.1, 0.0)),
     Op("tanh_grad", "x * (1 - y*y)   (y = tanh output)",
        lambda x, y, a, b: x * (np.float32(1) - y * y), approx=True, shared=True),
     Op("sigmoid_grad", "x * y * (1 - y)   (y = sigmoid output)",
        lambda x, y, a, b: x * y * (np.float32(1) - y), approx=True, shared=True),
     Op("clamp_grad", "x where a <= y <= b else 0   (y = clamp input)",
-       lambda x, y, a, b: select((y >= a) & (y <= b), x), scalar=clamp_grad_scalar),
+       lambda x, y, a, b: select((y >= a) & (y <= b), x), scalar=clamp_grad_scalar,
+       params=(-0.7, 1.5)),
     Op("gelu_grad", "x * (Phi(y) + y * phi(y))   (y = gelu input)",
        lambda x, y, a, b: gelu_grad(x, y), approx=True),
     Op("gelu_tanh_grad", "x * d/dy gelu_tanh(y)   (y = input)",
@@ -461,10 +503,10 @@ BINARY = (
     Op("silu_grad", "x * s * (1 + y * (1 - s)), s = sigmoid(y)   (y = input)",
        lambda x, y, a, b: x * sigmoid(y) * (1 + y * (1 - sigmoid(y))), approx=True),
     Op("softplus_grad", "x * sigmoid(a*y), or x where a*y > b   (y = input)",
-       lambda x, y, a, b: select(y * a > b, x, x * sigmoid(y * a)), approx=True),
+       lambda x, y, a, b: select(y * a > b, x, x * sigmoid(y * a)), approx=True, params=(1.5, 2.0)),
     Op("elu_grad", "x where y > 0 else x * a * exp(y)   (y = input)",
        lambda x, y, a, b: select(y > 0, x, x * a * np.exp(y)), approx=True,
-       scalar=elu_grad_scalar),
+       scalar=elu_grad_scalar, params=(0.7, 0.0)),
 )
 
 UNARY_BY_NAME = {op.name: op for op in UNARY}

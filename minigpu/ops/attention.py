@@ -182,7 +182,9 @@ def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
     return matmul(weights, value), weights
 
 
-@op(method=False, F=True)
+@op(method=False, F=True, tol=(1e-5, 1e-5), domain="bounded",
+    example=lambda r: (r.standard_normal((1, 2, 3, 4)), r.standard_normal((1, 2, 5, 4)),
+                       r.standard_normal((1, 2, 5, 4))))
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
                                  is_causal=False, scale=None, enable_gqa=False):
     """softmax(query @ key^T * scale + mask) @ value, torch's signature and semantics.

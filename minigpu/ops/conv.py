@@ -169,7 +169,9 @@ class Conv2d(Function):
         return grad_x, grad_w, grad_b, None, None, None
 
 
-@op(method=False, F=True, module="Conv2d")
+@op(method=False, F=True, module="Conv2d", tol=(1e-5, 1e-5),
+    example=lambda r: (r.standard_normal((1, 2, 5, 5)), r.standard_normal((3, 2, 3, 3)),
+                       r.standard_normal(3), 1, 1))
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *,
            name="conv2d"):
     """``torch.nn.functional.conv2d``: (N,C,H,W) or unbatched (C,H,W) input, int or pair
@@ -267,7 +269,9 @@ def _string_padding(padding, kernel, stride, dilation, name):
     return tuple(t // 2 for t in total)
 
 
-@op(method=False, F=True, module="Conv1d")
+@op(method=False, F=True, module="Conv1d", tol=(1e-5, 1e-5),
+    example=lambda r: (r.standard_normal((1, 2, 6)), r.standard_normal((3, 2, 3)),
+                       r.standard_normal(3)))
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *,
            name="conv1d"):
     """``torch.nn.functional.conv1d``: (N, C, L) or unbatched (C, L) input, weight

@@ -103,7 +103,9 @@ class ConvTranspose2d(Function):
         return grad_x, grad_w, grad_b, None, None, None, None
 
 
-@op(method=False, F=True, module="ConvTranspose2d")
+@op(method=False, F=True, module="ConvTranspose2d", tol=(1e-5, 1e-5),
+    example=lambda r: (r.standard_normal((1, 2, 3, 3)), r.standard_normal((2, 3, 3, 3)),
+                       r.standard_normal(3), 2))
 def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
                      dilation=1, *, name="conv_transpose2d"):
     """``torch.nn.functional.conv_transpose2d``: (N,C_in,H,W) or unbatched (C_in,H,W) input,

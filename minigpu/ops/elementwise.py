@@ -23,7 +23,7 @@ from ..backends import optable
 from ..backends.contract import View
 from ..tensor import Device, Tensor, _check_dtype, check_memory_format, float32
 from .common import as_float, check_same_device, new, promote
-from .registry import method, op
+from .registry import OPS, Unlike, divisors, method, op
 from .shape import ToDevice, broadcast_shapes, clone, expand_strides, expand_view, sum_to
 
 
@@ -128,22 +128,43 @@ _PUBLIC = {entry.name: (entry, binary)
 TABLE_FUNCTIONS = {name: _table_function(entry, binary)
                    for name, (entry, binary) in _PUBLIC.items()}
 """The public functions the op table defines (``minigpu.exp``, ``minigpu.maximum``, ...)."""
-for _name, (_entry, _) in _PUBLIC.items():
+def table_example(entry, binary):
+    """The sample arguments of a table op's test contract: (3, 5) arrays of uniform values in
+    [-4, 4] (in [0.5, 4] for a positive domain; integers for the bitwise ops; divisors of
+    ``floor_divide``/``remainder`` away from 0), and a (5,) second operand that broadcasts."""
+    def example(rng):
+        if entry.domain is None:
+            return rng.integers(-8, 8, (3, 5)), rng.integers(0, 4, (5,))
+        low = 0.5 if entry.domain == "positive" else -4.0
+        x = rng.uniform(low, 4.0, (3, 5))
+        if not binary:
+            return (x,)
+        y = rng.uniform(low, 4.0, (5,))
+        return x, np.where(np.abs(y) < 0.5, 1.5, y)
+    return example
+
+
+for _name, (_entry, _binary) in _PUBLIC.items():
     op(TABLE_FUNCTIONS[_name], method=_entry.method, mg=_entry.method, F=_entry.F,
-       module=_entry.module)
+       module=_entry.module, example=table_example(_entry, _binary), domain=_entry.domain,
+       tol=(1e-5, 1e-6) if not _entry.approx else (2e-5, 1e-6),
+       grad=_entry.grad is not None and not _entry.bool_result,
+       signed_zeros=_entry.signed_zeros)
 globals().update(TABLE_FUNCTIONS)
 method(TABLE_FUNCTIONS["neg"], "__neg__")
 method(TABLE_FUNCTIONS["floor_divide"], "__floordiv__")
 method(TABLE_FUNCTIONS["remainder"], "__mod__")
 
 
-@op(method="__rfloordiv__")
+@op(method="__rfloordiv__", torch="Tensor.__rfloordiv__",
+    example=lambda r: (divisors(r, (3, 5)), r.standard_normal(5)))
 def rfloor_divide(a, b):
     """b // a (``3 // x``)."""
     return TABLE_FUNCTIONS["floor_divide"](b, a)
 
 
-@op(method="__rmod__")
+@op(method="__rmod__", torch="Tensor.__rmod__",
+    example=lambda r: (divisors(r, (3, 5)), r.standard_normal(5)))
 def rremainder(a, b):
     """b % a (``3 % x``)."""
     return TABLE_FUNCTIONS["remainder"](b, a)
@@ -176,6 +197,36 @@ class Where(Function):
         ga = sum_to(where(cond, g, zero), a.shape) if self.needs_input_grad[1] else None
         gb = sum_to(where(cond, zero, g), b.shape) if self.needs_input_grad[2] else None
         return None, ga, gb
+
+
+class ClampBetween(Function):
+    """``clamp`` with tensor bounds (either may be None): ``minimum(maximum(x, lo), hi)``,
+    NaN-propagating as PyTorch. The gradient (PyTorch's): to x where lo <= x <= hi, to lo
+    where x < lo (and lo < hi), to hi where x > hi (or hi < lo, where hi wins)."""
+    differentiable_backward = True  # Tensor ops: create_graph differentiates them again
+
+    def forward(self, x, lo, hi):
+        self.save_for_backward(x, lo, hi)
+        out = x if lo is None else TABLE_FUNCTIONS["maximum"](x, lo)
+        return out if hi is None else TABLE_FUNCTIONS["minimum"](out, hi)
+
+    def backward(self, g):
+        x, lo, hi = self.saved_tensors
+        zero = Tensor._full((), 0.0, g.dtype, g.device)
+        inside = ((x >= lo) if lo is not None else x == x) & (
+            (x <= hi) if hi is not None else x == x)
+        grads = [sum_to(where(inside, g, zero), x.shape) if self.needs_input_grad[0] else None]
+        if lo is not None and self.needs_input_grad[1]:
+            below = (x < lo) & (lo < hi) if hi is not None else x < lo
+            grads.append(sum_to(where(below, g, zero), lo.shape))
+        else:
+            grads.append(None)
+        if hi is not None and self.needs_input_grad[2]:
+            above = (x > hi) | (hi < lo) if lo is not None else x > hi
+            grads.append(sum_to(where(above, g, zero), hi.shape))
+        else:
+            grads.append(None)
+        return tuple(grads)
 
 
 # --- user-facing functions ------------------------------------------------------------------
@@ -216,7 +267,8 @@ def _scalar_promoted(x, *values):
     return x if x.dtype == target else x.to(target)
 
 
-@op(mg=True, method=("add", "__add__", "__radd__"), inplace="add_")
+@op(mg=True, method=("add", "__add__", "__radd__"), inplace="add_",
+    example=lambda r: (r.standard_normal((3, 5)), r.standard_normal(5), {'alpha': 2}))
 def add(a, b, alpha=1):
     if alpha != 1:
         b = b * alpha
@@ -229,7 +281,8 @@ def add(a, b, alpha=1):
     return Add.apply(*tensor_operands(a, b))
 
 
-@op(mg=True, method=("sub", "__sub__"), inplace="sub_")
+@op(mg=True, method=("sub", "__sub__"), inplace="sub_",
+    example=lambda r: (r.standard_normal((3, 5)), r.standard_normal(5), {'alpha': 2}))
 def sub(a, b, alpha=1):
     if alpha != 1:
         b = b * alpha
@@ -238,7 +291,7 @@ def sub(a, b, alpha=1):
     return Sub.apply(*tensor_operands(a, b))
 
 
-@op(method="__rsub__")
+@op(method="__rsub__", example=lambda r: (r.standard_normal((3, 5)), r.standard_normal(5)))
 def rsub(a, b):
     """b - a for a scalar b."""
     if a.dtype.kind == "f" and _is_scalar(b):
@@ -246,7 +299,8 @@ def rsub(a, b):
     return sub(*reversed(tensor_operands(a, b)))
 
 
-@op(mg=True, method=("mul", "__mul__", "__rmul__"), inplace="mul_")
+@op(mg=True, method=("mul", "__mul__", "__rmul__"), inplace="mul_",
+    example=lambda r: (r.standard_normal((3, 5)), r.standard_normal(5)))
 def mul(a, b):
     if isinstance(b, Tensor) and isinstance(a, Tensor):  # two tensors: no scalar path to try
         return Mul.apply(*tensor_operands(a, b))
@@ -257,7 +311,8 @@ def mul(a, b):
     return Mul.apply(*tensor_operands(a, b))
 
 
-@op(mg=True, method=("div", "__truediv__"), inplace="div_")
+@op(mg=True, method=("div", "__truediv__"), inplace="div_",
+    example=lambda r: (r.standard_normal((3, 5)), divisors(r, (5,))))
 def div(a, b):
     if isinstance(a, Tensor) and _is_scalar(b) and b != 0:
         return DivScalar.apply(as_float(a), alpha=float(b))
@@ -265,26 +320,30 @@ def div(a, b):
     return Div.apply(as_float(a), as_float(b))
 
 
-@op(method="__rtruediv__")
+@op(method="__rtruediv__", torch="Tensor.__rtruediv__",
+    example=lambda r: (divisors(r, (3, 5)), 1.5))
 def rdiv(a, b):
     """b / a for a scalar b."""
     return RDiv.apply(as_float(a), alpha=float(b))
 
 
-@op(mg=True, method=("pow", "__pow__"), inplace="pow_")
+@op(mg=True, method=("pow", "__pow__"), inplace="pow_", domain="positive",
+    example=lambda r: (r.uniform(0.5, 2, (3, 5)), r.standard_normal(5)))
 def pow(a, b):
     if isinstance(a, Tensor) and _is_scalar(b):
         return PowScalar.apply(_scalar_promoted(a, b), alpha=float(b))
     return Pow.apply(*tensor_operands(a, b))
 
 
-@op(method="__rpow__")
+@op(method="__rpow__", torch="Tensor.__rpow__", example=lambda r: (r.standard_normal((3, 5)), 1.5))
 def rpow(a, b):
     """b ** a for a scalar b."""
     return RPow.apply(as_float(a), alpha=float(b))
 
 
-@op(method=False)
+@op(method=False, grad=False,
+    torch=Unlike("the dispatcher of the six comparisons, each tested as itself"),
+    example=lambda r: ("lt", r.standard_normal((3, 5)), r.standard_normal(5)))
 def compare(op, a, b):
     """Elementwise comparison; the result is a bool tensor and carries no gradient."""
     if isinstance(a, Tensor) and _is_scalar(b):
@@ -294,64 +353,85 @@ def compare(op, a, b):
     return new(a.backend.binary(op, va, vb), shape, a)
 
 
-@op(mg=True, method=("eq", "__eq__"))
+@op(mg=True, method=("eq", "__eq__"), grad=False,
+    example=lambda r: (r.integers(-2, 3, (3, 5)).astype(float),
+                       r.integers(-2, 3, (5,)).astype(float)))
 def eq(a, b):
     return compare("eq", a, b)
 
 
-@op(mg=True, method=("ne", "__ne__"))
+@op(mg=True, method=("ne", "__ne__"), grad=False,
+    example=lambda r: (r.integers(-2, 3, (3, 5)).astype(float),
+                       r.integers(-2, 3, (5,)).astype(float)))
 def ne(a, b):
     return compare("ne", a, b)
 
 
-@op(mg=True, method=("gt", "__gt__"))
+@op(mg=True, method=("gt", "__gt__"), grad=False,
+    example=lambda r: (r.integers(-2, 3, (3, 5)).astype(float),
+                       r.integers(-2, 3, (5,)).astype(float)))
 def gt(a, b):
     return compare("gt", a, b)
 
 
-@op(mg=True, method=("lt", "__lt__"))
+@op(mg=True, method=("lt", "__lt__"), grad=False,
+    example=lambda r: (r.integers(-2, 3, (3, 5)).astype(float),
+                       r.integers(-2, 3, (5,)).astype(float)))
 def lt(a, b):
     return compare("lt", a, b)
 
 
-@op(mg=True, method=("ge", "__ge__"))
+@op(mg=True, method=("ge", "__ge__"), grad=False,
+    example=lambda r: (r.integers(-2, 3, (3, 5)).astype(float),
+                       r.integers(-2, 3, (5,)).astype(float)))
 def ge(a, b):
     return compare("ge", a, b)
 
 
-@op(mg=True, method=("le", "__le__"))
+@op(mg=True, method=("le", "__le__"), grad=False,
+    example=lambda r: (r.integers(-2, 3, (3, 5)).astype(float),
+                       r.integers(-2, 3, (5,)).astype(float)))
 def le(a, b):
     return compare("le", a, b)
 
 
-@op(mg=True)
-def rsqrt(x):
-    return PowScalar.apply(as_float(x), alpha=-0.5)
-
-
-@op
+@op(example=lambda r: (divisors(r, (3, 5)),))
 def reciprocal(x):
     return RDiv.apply(as_float(x), alpha=1.0)
 
 
-@op(module="LeakyReLU")
+@op(module="LeakyReLU", torch="F.leaky_relu", example=lambda r: (r.standard_normal((3, 5)), 0.1))
 def leaky_relu(x, negative_slope=0.01):
     return LeakyRelu.apply(x, alpha=float(negative_slope))
 
 
-@op(mg=True, inplace="clamp_")
+@op(mg=True, inplace="clamp_",
+    example=lambda r: (r.standard_normal((3, 5)), r.uniform(-2, -0.3, (5,)),
+                       r.uniform(0.3, 2, (3, 5))))
 def clamp(x, min=None, max=None):
+    """``min(max(x, min), max)``. Scalar bounds: one ``clamp`` map. Tensor bounds broadcast
+    with x (composed of ``where``): the gradient flows to x where it lies within the bounds,
+    to a bound where it clamps x; a NaN bound gives NaN, as in PyTorch."""
     if min is None and max is None:
         raise RuntimeError("At least one of 'min' or 'max' must not be None")
+    if isinstance(min, Tensor) or isinstance(max, Tensor):
+        operands = [x] + [b if isinstance(b, Tensor) else _scalar_tensor(b, x)
+                          for b in (min, max) if b is not None]
+        check_same_device(*operands)
+        target = dtypes.result_type(*operands)
+        x, *bounds = [t if t.dtype == target else t.to(target) for t in operands]
+        return ClampBetween.apply(x, bounds[0] if min is not None else None,
+                                  bounds[-1] if max is not None else None)
     lo = -math.inf if min is None else float(min)
     hi = math.inf if max is None else float(max)
     return Clamp.apply(_scalar_promoted(x, min, max), alpha=lo, beta=hi)
 
 
-clip = op(clamp, name="clip", mg=True)
+clip = op(clamp, name="clip", mg=True, example=OPS["clamp"].example)
 
 
-@op(method=False, mg=True)
+@op(method=False, mg=True,
+    example=lambda r: (r.random((3, 5)) < 0.5, r.standard_normal((3, 5)), r.standard_normal(5)))
 def where(cond, a, b):
     if not isinstance(cond, Tensor) or cond.dtype != np.bool_:
         raise TypeError("where expected condition to be a boolean tensor")
@@ -374,24 +454,25 @@ def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
     return where(x == -math.inf, float(info.min if neginf is None else neginf), out)
 
 
-@op(mg=True, inplace="masked_fill_")
+@op(mg=True, inplace="masked_fill_",
+    example=lambda r: (r.standard_normal((3, 5)), r.random(5) < 0.5, 2.5))
 def masked_fill(x, mask, value):
     return where(mask, Tensor._full((), value, x.dtype, x.device), x)
 
 
-@op
+@op(grad=False, example=lambda r: (r.integers(0, 3, (3, 4)).astype(float),))
 def all(x):
     """A 0-d bool tensor: True when every element is non-zero."""
     return compare("ne", x, 0).to(float32).min() > 0.5
 
 
-@op
+@op(grad=False, example=lambda r: (r.integers(-1, 1, (3, 4)).astype(float),))
 def any(x):
     """A 0-d bool tensor: True when some element is non-zero."""
     return compare("ne", x, 0).to(float32).max() > 0.5
 
 
-@op
+@op(example=lambda r: (r.standard_normal((3, 4)), np.dtype(np.float64)))
 def to(self, *args, **kwargs):
     """``to(device)``, ``to(dtype)`` or ``to(device, dtype)``; a no-op returns self (a copy
     with ``copy=True``). ``non_blocking`` and row-major ``memory_format``s are accepted."""
@@ -429,32 +510,38 @@ def _bitwise(name, a, b, refuses_bool=False):
     return new(a.backend.binary(name, va, vb), shape, a)
 
 
-@op(mg=True, method=("bitwise_and", "__and__", "__rand__"))
+@op(mg=True, method=("bitwise_and", "__and__", "__rand__"), domain=None, grad=False,
+    example=lambda r: (r.integers(-8, 8, (3, 5)), r.integers(0, 4, (5,))))
 def bitwise_and(a, b):
     return _bitwise("bitwise_and", a, b)
 
 
-@op(mg=True, method=("bitwise_or", "__or__", "__ror__"))
+@op(mg=True, method=("bitwise_or", "__or__", "__ror__"), domain=None, grad=False,
+    example=lambda r: (r.integers(-8, 8, (3, 5)), r.integers(0, 4, (5,))))
 def bitwise_or(a, b):
     return _bitwise("bitwise_or", a, b)
 
 
-@op(mg=True, method=("bitwise_xor", "__xor__", "__rxor__"))
+@op(mg=True, method=("bitwise_xor", "__xor__", "__rxor__"), domain=None, grad=False,
+    example=lambda r: (r.integers(-8, 8, (3, 5)), r.integers(0, 4, (5,))))
 def bitwise_xor(a, b):
     return _bitwise("bitwise_xor", a, b)
 
 
-@op(mg=True, method=("bitwise_left_shift", "__lshift__"))
+@op(mg=True, method=("bitwise_left_shift", "__lshift__"), domain=None, grad=False,
+    example=lambda r: (r.integers(-8, 8, (3, 5)), r.integers(0, 4, (5,))))
 def bitwise_left_shift(a, b):
     return _bitwise("bitwise_left_shift", a, b, refuses_bool=True)
 
 
-@op(mg=True, method=("bitwise_right_shift", "__rshift__"))
+@op(mg=True, method=("bitwise_right_shift", "__rshift__"), domain=None, grad=False,
+    example=lambda r: (r.integers(-8, 8, (3, 5)), r.integers(0, 4, (5,))))
 def bitwise_right_shift(a, b):
     return _bitwise("bitwise_right_shift", a, b, refuses_bool=True)
 
 
-@op(mg=True, method=("bitwise_not", "__invert__"))
+@op(mg=True, method=("bitwise_not", "__invert__"), domain=None, grad=False,
+    example=lambda r: (r.integers(-8, 8, (3, 5)),))
 def bitwise_not(x):
     """~x: the complement of each bit (x ^ -1), logical not for bool (x ^ True)."""
     if x.dtype.kind == "f":
@@ -463,21 +550,27 @@ def bitwise_not(x):
     return _bitwise("bitwise_xor", x, True if x.dtype.kind == "b" else -1)
 
 
-@op(mg=True)
+@op(mg=True, grad=False, example=lambda r: (r.integers(-1, 2, (3, 5)).astype(float),))
 def logical_not(x):
     return x == 0
 
 
-@op(mg=True)
+@op(mg=True, grad=False,
+    example=lambda r: (r.integers(-1, 2, (3, 5)).astype(float),
+                       r.integers(-1, 2, (5,)).astype(float)))
 def logical_and(a, b):
     return bitwise_and(a != 0, b != 0)
 
 
-@op(mg=True)
+@op(mg=True, grad=False,
+    example=lambda r: (r.integers(-1, 2, (3, 5)).astype(float),
+                       r.integers(-1, 2, (5,)).astype(float)))
 def logical_or(a, b):
     return bitwise_or(a != 0, b != 0)
 
 
-@op(mg=True)
+@op(mg=True, grad=False,
+    example=lambda r: (r.integers(-1, 2, (3, 5)).astype(float),
+                       r.integers(-1, 2, (5,)).astype(float)))
 def logical_xor(a, b):
     return bitwise_xor(a != 0, b != 0)

@@ -50,7 +50,7 @@ class IndexAdd(Function):
         return IndexSelect.apply(g, idx), None, None
 
 
-@op(mg=True)
+@op(mg=True, example=lambda r: (r.standard_normal((4, 3)), 0, np.array([2, 0, 2])))
 def index_select(x, dim, index):
     if not isinstance(index, Tensor) or index.dtype.kind not in "iu" or index.ndim > 1:
         raise IndexError("index_select(): index must be a 0-D or 1-D integer tensor")
@@ -143,7 +143,7 @@ class ScatterAdd(Function):
         return g, None, None, g_src
 
 
-@op(mg=True)
+@op(mg=True, example=lambda r: (r.standard_normal((3, 4)), 1, r.integers(0, 4, (3, 2))))
 def gather(x, dim, index):
     """``out[i][j][k] = x[index[i][j][k]][j][k]`` for dim 0 (and so on): values of x picked
     along ``dim`` at ``index``, in index's shape."""
@@ -152,7 +152,9 @@ def gather(x, dim, index):
     return reshape(out, *index.shape)
 
 
-@op(mg=True, inplace="scatter_add_")
+@op(mg=True, inplace="scatter_add_",
+    example=lambda r: (r.standard_normal((3, 4)), 1, r.integers(0, 4, (3, 2)),
+                       r.standard_normal((3, 2))))
 def scatter_add(x, dim, index, src):
     """A copy of x with ``src[i][j][k]`` added at ``[index[i][j][k]][j][k]`` for dim 0 (and so
     on); repeated indices accumulate. Only src's window of index's shape is read."""
@@ -163,13 +165,14 @@ def scatter_add(x, dim, index, src):
     return reshape(out, *x.shape)
 
 
-@op
+@op(example=lambda r: (r.standard_normal((3, 4)), 1, r.integers(0, 4, (3, 2)),
+                       r.standard_normal((3, 2))))
 def scatter_add_(x, dim, index, src):
     """In-place ``scatter_add``."""
     return apply_(x, lambda v: scatter_add(v, dim, index, src), src)
 
 
-@op(mg=True)
+@op(mg=True, example=lambda r: (r.standard_normal((3, 4)), (0, 1)))
 def flip(x, dims):
     """A copy of ``x`` with the order of its elements reversed along ``dims`` (an int or a
     sequence): one ``index_select`` with a reversed index per dim."""
@@ -194,14 +197,14 @@ def _triangle(x, diagonal, lower, name):
     return where(mask, x, x.new_zeros(()))
 
 
-@op(mg=True)
+@op(mg=True, example=lambda r: (r.standard_normal((4, 4)), -1))
 def tril(x, diagonal=0):
     """The lower triangle of the last two dims (elements on and below the ``diagonal``-th
     diagonal), the rest zero."""
     return _triangle(x, diagonal, True, "tril")
 
 
-@op(mg=True)
+@op(mg=True, example=lambda r: (r.standard_normal((4, 4)), 1))
 def triu(x, diagonal=0):
     """The upper triangle of the last two dims (on and above the ``diagonal``-th diagonal)."""
     return _triangle(x, diagonal, False, "triu")

@@ -29,7 +29,7 @@ from ..backends.contract import View, contiguous_strides
 from ..tensor import Tensor
 from . import composite
 from . import elementwise as ew
-from .registry import op
+from .registry import divisors, method, op
 from .shape import broadcast_shapes, expand_view, sum_to, zeros_with_window
 
 
@@ -136,7 +136,6 @@ def _set_node(t: Tensor, fn, index):
         t.retain_grad()  # PyTorch moves retain_grad to the new grad_fn
 
 
-@op(method="_refresh_view")
 def refresh_view(view: Tensor):
     """Re-derive a view's grad_fn from its base after in-place writes to the buffer (as
     PyTorch does when a view's version no longer matches): a window of the base's current node.
@@ -146,6 +145,9 @@ def refresh_view(view: Tensor):
         _set_node(view, ViewOf.apply(base, _window_of(view, base)).grad_fn, 0)
     view._fn_version = view._version_counter[0]
     return view.grad_fn, view._output_index
+
+
+method(refresh_view, "_refresh_view")
 
 
 def apply_(t: Tensor, compute, *operands, cast=_result_dtype):
@@ -204,46 +206,51 @@ def _scaled_add_(x: Tensor, other, alpha) -> bool:
 
 
 # --- the ops --------------------------------------------------------------------------------------
-@op(method=("add_", "__iadd__"))
+@op(method=("add_", "__iadd__"),
+    example=lambda r: (r.standard_normal((3, 4)), r.standard_normal(4), {'alpha': 2}))
 def add_(x, other, alpha=1):
     if _scaled_add_(x, other, alpha):
         return x
     return apply_(x, lambda v: ew.add(v, other, alpha=alpha), other)
 
 
-@op(method=("sub_", "__isub__"))
+@op(method=("sub_", "__isub__"),
+    example=lambda r: (r.standard_normal((3, 4)), r.standard_normal(4), {'alpha': 2}))
 def sub_(x, other, alpha=1):
     if isinstance(alpha, (int, float)) and _scaled_add_(x, other, -alpha):
         return x
     return apply_(x, lambda v: ew.sub(v, other, alpha=alpha), other)
 
 
-@op(method=("mul_", "__imul__"))
+@op(method=("mul_", "__imul__"),
+    example=lambda r: (r.standard_normal((3, 4)), r.standard_normal(4)))
 def mul_(x, other):
     return apply_(x, lambda v: ew.mul(v, other), other)
 
 
-@op(method=("div_", "__itruediv__"))
+@op(method=("div_", "__itruediv__"),
+    example=lambda r: (r.standard_normal((3, 4)), divisors(r, (4,))))
 def div_(x, other):
     return apply_(x, lambda v: ew.div(v, other), other)
 
 
-@op(method=("pow_", "__ipow__"))
+@op(method=("pow_", "__ipow__"), domain="positive",
+    example=lambda r: (r.uniform(0.5, 2, (3, 4)), 2.5))
 def pow_(x, exponent):
     return apply_(x, lambda v: ew.pow(v, exponent), exponent)
 
 
-@op(method=("clamp_", "clip_"))
+@op(method=("clamp_", "clip_"), example=lambda r: (r.standard_normal((3, 4)), -0.5, 0.5))
 def clamp_(x, min=None, max=None):
-    return apply_(x, lambda v: ew.clamp(v, min, max))
+    return apply_(x, lambda v: ew.clamp(v, min, max), min, max)
 
 
-@op
+@op(example=lambda r: (r.standard_normal((3, 4)),))
 def nan_to_num_(x, nan=0.0, posinf=None, neginf=None):
     return apply_(x, lambda v: ew.nan_to_num(v, nan, posinf, neginf))
 
 
-@op
+@op(example=lambda r: (r.standard_normal((3, 4)), r.random(4) < 0.5, 2.5))
 def masked_fill_(x, mask, value):
     if isinstance(value, Tensor):
         if value.ndim:
@@ -257,7 +264,7 @@ def _copy_cast(out, t):
     return out.to(t.device).to(t.dtype)  # copy_ converts any dtype, across devices
 
 
-@op
+@op(example=lambda r: (r.standard_normal((3, 4)), r.standard_normal(4)))
 def copy_(x, src, non_blocking=False):
     """Copy src's values (broadcast, cast, from any device) into x (``non_blocking`` is
     accepted: device work is queued on the current stream anyway)."""
@@ -266,31 +273,34 @@ def copy_(x, src, non_blocking=False):
     return apply_(x, lambda v: src, src, cast=_copy_cast)
 
 
-@op
+@op(example=lambda r: (r.standard_normal((3, 4)), 1.5))
 def fill_(x, value):
     return copy_(x, value)
 
 
-@op
+@op(example=lambda r: (r.standard_normal((3, 4)),))
 def zero_(x):
     return fill_(x, 0)
 
 
-@op
+@op(example=lambda r: (r.standard_normal((3, 4)), r.standard_normal((3, 4)), r.standard_normal(4),
+                       {'value': 0.5}))
 def addcmul_(x, tensor1, tensor2, value=1):
     """``x += value * tensor1 * tensor2`` in place."""
     return apply_(x, lambda v: ew.add(v, ew.mul(tensor1, tensor2), alpha=value), tensor1,
                   tensor2)
 
 
-@op
+@op(signed_zeros=False,
+    example=lambda r: (r.standard_normal((3, 4)), r.standard_normal((3, 4)), divisors(r, (4,)),
+                       {'value': 0.5}))
 def addcdiv_(x, tensor1, tensor2, value=1):
     """``x += value * tensor1 / tensor2`` in place."""
     return apply_(x, lambda v: ew.add(v, ew.div(tensor1, tensor2), alpha=value), tensor1,
                   tensor2)
 
 
-@op
+@op(domain="positive", example=lambda r: (r.uniform(0.5, 2, (3, 4)),))
 def sqrt_(x):
     """``x = sqrt(x)`` in place."""
     return apply_(x, ew.sqrt)
@@ -352,13 +362,13 @@ def _activation_(x, name, slope=0.0):
     return apply_(x, lambda v: ew.UNARY_FUNCTIONS[name].apply(v, alpha=slope))
 
 
-@op(mg=True, F=True)
+@op(mg=True, F=True, example=lambda r: (r.standard_normal((3, 4)),))
 def relu_(x):
     """``x = max(x, 0)`` in place."""
     return _activation_(x, "relu")
 
 
-@op(F=True)
+@op(F=True, torch="F.leaky_relu_", example=lambda r: (r.standard_normal((3, 4)), 0.1))
 def leaky_relu_(x, negative_slope=0.01):
     """``x = x if x > 0 else negative_slope * x`` in place."""
     return _activation_(x, "leaky_relu", float(negative_slope))

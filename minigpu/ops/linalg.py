@@ -125,7 +125,9 @@ class Addmm(Function):
         return gx, gw, gb
 
 
-@op(method=False)
+@op(method=False, tol=(1e-5, 1e-5),
+    torch="F.linear", example=lambda r: (r.standard_normal((2, 3)), r.standard_normal((4, 3)),
+                       r.standard_normal(4)))
 def linear(x, weight, bias=None):
     """``x @ weight^T + bias``: a matrix with a bias in one node (``Addmm``), a contiguous
     batch of them (a sequence through a decoder) as that matrix of all its rows; any other case
@@ -150,7 +152,8 @@ def _shape_str(t):
     return "x".join(str(s) for s in t.shape)
 
 
-@op(mg=True, method=("matmul", "__matmul__"))
+@op(mg=True, method=("matmul", "__matmul__"), tol=(1e-5, 1e-5),
+    example=lambda r: (r.standard_normal((2, 3, 4)), r.standard_normal((4, 5))))
 def matmul(a, b):
     a, b = autocast_cast("matmul", a, b)
     if not isinstance(a, Tensor) or not isinstance(b, Tensor):
@@ -179,14 +182,16 @@ def matmul(a, b):
     return out
 
 
-@op(mg=True)
+@op(mg=True, tol=(1e-5, 1e-5),
+    example=lambda r: (r.standard_normal((2, 3)), r.standard_normal((3, 4))))
 def mm(a, b):
     if a.ndim != 2 or b.ndim != 2:
         raise RuntimeError(f"mm(): expected 2-D tensors, got {a.ndim}-D and {b.ndim}-D")
     return matmul(a, b)
 
 
-@op(mg=True)
+@op(mg=True, tol=(1e-5, 1e-5),
+    example=lambda r: (r.standard_normal((2, 2, 3)), r.standard_normal((2, 3, 4))))
 def bmm(a, b):
     if a.ndim != 3 or b.ndim != 3:
         raise RuntimeError(f"bmm(): expected 3-D tensors, got {a.ndim}-D and {b.ndim}-D")
@@ -195,7 +200,7 @@ def bmm(a, b):
     return matmul(a, b)
 
 
-@op(mg=True)
+@op(mg=True, tol=(1e-5, 1e-5), example=lambda r: (r.standard_normal(4), r.standard_normal(4)))
 def dot(a, b):
     """The inner product of two 1-D tensors of the same size and dtype."""
     if a.ndim != 1 or b.ndim != 1:

@@ -75,7 +75,8 @@ def _warn_broadcast(input, target, stacklevel=3):
                       stacklevel=stacklevel)
 
 
-@op(method=False, F=True, module="MSELoss")
+@op(method=False, F=True, module="MSELoss",
+    example=lambda r: (r.standard_normal((3, 4)), r.standard_normal((3, 4))))
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """Mean squared error; composed of elementwise ops, differentiable in both arguments."""
     input, target = autocast_cast("mse_loss", input, target)
@@ -121,7 +122,8 @@ def _same_size(name, input, target):
                          f"Please ensure they have the same size.")
 
 
-@op(method=False, F=True, module="BCELoss")
+@op(method=False, F=True, module="BCELoss", domain="unit",
+    example=lambda r: (r.uniform(0.05, 0.95, (3, 4)), r.uniform(0, 1, (3, 4))))
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
                          reduction="mean"):
     """BCE on probabilities ``input`` in [0, 1]; logs clamped at -100 like PyTorch."""
@@ -172,7 +174,8 @@ class BCEWithLogits(Function):
         return gx, gt, gpw
 
 
-@op(method=False, F=True, module="BCEWithLogitsLoss")
+@op(method=False, F=True, module="BCEWithLogitsLoss",
+    example=lambda r: (r.standard_normal((3, 4)), r.uniform(0, 1, (3, 4))))
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None,
                                      reduce=None, reduction="mean", pos_weight=None):
     """BCE on logits (sigmoid fused in, numerically stable); ``pos_weight`` weighs the
@@ -330,7 +333,8 @@ def _finish(loss, coef, reduction, shape):
     return loss.sum() / coef.sum()
 
 
-@op(method=False, F=True, module="CrossEntropyLoss")
+@op(method=False, F=True, module="CrossEntropyLoss",
+    example=lambda r: (r.standard_normal((3, 5)), r.integers(0, 5, 3)))
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100,
                   reduce=None, reduction="mean", label_smoothing=0.0):
     """``torch.nn.functional.cross_entropy`` on logits: input (N, C), (C,) or
@@ -372,7 +376,8 @@ def _soft_cross_entropy(input, target, weight, reduction, smoothing):
     return _reduce(loss, reduction)
 
 
-@op(method=False, F=True, module="NLLLoss")
+@op(method=False, F=True, module="NLLLoss",
+    example=lambda r: (r.standard_normal((3, 5)), r.integers(0, 5, 3)))
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
              reduction="mean"):
     """``torch.nn.functional.nll_loss`` on log-probabilities (e.g. from ``log_softmax``)."""
@@ -402,7 +407,8 @@ def _weighted(loss, weight, input):
     return loss * weight
 
 
-@op(method=False, F=True, module="L1Loss")
+@op(method=False, F=True, module="L1Loss",
+    example=lambda r: (r.standard_normal((3, 4)), r.standard_normal((3, 4))))
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     """Mean absolute error ``|x - t|``; its gradient is ``sign(x - t)`` (0 where x == t).
     With ``weight`` (input's shape), ``'mean'`` is ``sum(w*|x-t|) / sum(w)`` (PyTorch's)."""
@@ -440,7 +446,8 @@ def _quadratic_then_linear(d, threshold, quadratic_scale, linear_scale):
     return QuadraticThenLinear.apply(d, threshold, quadratic_scale, linear_scale)
 
 
-@op(method=False, F=True, module="SmoothL1Loss")
+@op(method=False, F=True, module="SmoothL1Loss",
+    example=lambda r: (r.standard_normal((3, 4)), r.standard_normal((3, 4)), {'beta': 0.5}))
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     """``0.5*(x-t)**2/beta`` where ``|x-t| < beta``, else ``|x-t| - 0.5*beta`` (L1 for
     beta = 0)."""
@@ -454,7 +461,8 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     return _reduce(_quadratic_then_linear(d, beta, 0.5 / beta, 1.0), reduction)
 
 
-@op(method=False, F=True, module="HuberLoss")
+@op(method=False, F=True, module="HuberLoss",
+    example=lambda r: (r.standard_normal((3, 4)), r.standard_normal((3, 4)), {'delta': 0.7}))
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     """``0.5*(x-t)**2`` where ``|x-t| < delta``, else ``delta*(|x-t| - 0.5*delta)``
     (= ``delta * smooth_l1_loss(beta=delta)``). With ``weight`` (input's shape) the terms are
@@ -467,7 +475,9 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     return _reduce(loss if weight is None else _weighted(loss, weight, input), reduction)
 
 
-@op(method=False, F=True, module="KLDivLoss")
+@op(method=False, F=True, module="KLDivLoss",
+    example=lambda r: (r.standard_normal((3, 4)), r.uniform(0.1, 1, (3, 4)),
+                       {'reduction': 'batchmean'}))
 def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
     """KL divergence with ``input`` log-probabilities: pointwise ``t*(log t - x)`` (0 where
     t == 0, PyTorch's ``xlogy``), or ``exp(t)*(t - x)`` when ``log_target``. ``'batchmean'``

@@ -30,7 +30,7 @@ from ..tensor import Tensor
 from . import composite
 from . import elementwise as ew
 from .common import as_float, check_same_device
-from .registry import op
+from .registry import Unlike, op
 
 
 def _channel_shape(x):
@@ -136,7 +136,10 @@ class BatchNormTrain(Function):
         return gx, gw, gb, None
 
 
-@op(method=False, F=True, module="BatchNorm2d")
+@op(method=False, F=True, module="BatchNorm2d", tol=(1e-5, 1e-5),
+    grad=(0, 3, 4),
+    example=lambda r: (r.standard_normal((4, 3)), r.standard_normal(3), r.uniform(0.5, 2, 3),
+                       r.standard_normal(3), r.standard_normal(3), False))
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
                momentum=0.1, eps=1e-5):
     """``torch.nn.functional.batch_norm`` for (N, C), (N, C, L) or (N, C, H, W) input. A
@@ -180,7 +183,9 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     return input * scale.reshape(*shape) + shift.reshape(*shape)
 
 
-@op(method=False, F=True, module="Dropout")
+@op(method=False, F=True, module="Dropout", tol=(1e-5, 1e-5),
+    torch=Unlike("a random mask: minigpu's counter-based generator, not torch's"),
+    example=lambda r: (r.standard_normal((3, 4)), 0.5))
 def dropout(input, p=0.5, training=True, inplace=False):
     """Zero each element with probability p and scale the rest by 1/(1-p); identity in eval.
 

@@ -137,7 +137,8 @@ def _divisors(size, out, k, s, p, count_include_pad):
     return result
 
 
-@op(method=False, F=True, module="MaxPool2d")
+@op(method=False, F=True, module="MaxPool2d",
+    example=lambda r: (r.standard_normal((1, 2, 4, 4)), 2))
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                return_indices=False):
     """``torch.nn.functional.max_pool2d`` (dilation=1). ``ceil_mode=True``: the partial windows
@@ -163,7 +164,8 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     return (out, indices) if return_indices else out
 
 
-@op(method=False, F=True, module="AvgPool2d")
+@op(method=False, F=True, module="AvgPool2d",
+    example=lambda r: (r.standard_normal((1, 2, 4, 4)), 2))
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=True, divisor_override=None):
     """``torch.nn.functional.avg_pool2d``. ``divisor_override`` divides each window's sum by
@@ -205,7 +207,8 @@ def _averaging_matrix(size, out, like):
     return Tensor._from_array(rows, like.device, like.dtype)
 
 
-@op(method=False, F=True, module="AdaptiveAvgPool2d")
+@op(method=False, F=True, module="AdaptiveAvgPool2d",
+    example=lambda r: (r.standard_normal((1, 2, 4, 4)), 2))
 def adaptive_avg_pool2d(input, output_size):
     """``torch.nn.functional.adaptive_avg_pool2d``; ``None`` in output_size keeps that size."""
     if input.ndim not in (3, 4):

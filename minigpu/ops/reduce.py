@@ -106,7 +106,7 @@ class ArgExtreme(Function):
         return permute(moved, *inverse), None, None, None
 
 
-@op(mg=True)
+@op(mg=True, example=lambda r: (r.standard_normal((3, 4)), 1))
 def sum(x, dim=None, keepdim=False, dtype=None):
     """The sum over ``dim`` (all elements by default). As in PyTorch, bool and integer tensors
     sum in int64, and float16 ones in float32 (one rounding to half at the end)."""
@@ -123,7 +123,7 @@ def sum(x, dim=None, keepdim=False, dtype=None):
     return Sum.apply(x, dims, keepdim)
 
 
-@op(mg=True)
+@op(mg=True, example=lambda r: (r.standard_normal((3, 4)), 0))
 def mean(x, dim=None, keepdim=False):
     if x.dtype.kind != "f":
         raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be either a "
@@ -152,13 +152,13 @@ def _extreme(x, op, dim, keepdim):
     return MaxMin(*ArgExtreme.apply(x, op, d, keepdim))
 
 
-@op(mg=True)
+@op(mg=True, example=lambda r: (r.standard_normal((3, 4)), 1))
 def max(x, dim=None, keepdim=False):
     """max() of all elements, max(dim) -> (values, indices), or max(other) elementwise."""
     return _extreme(x, "max", dim, keepdim)
 
 
-@op(mg=True)
+@op(mg=True, example=lambda r: (r.standard_normal((3, 4)), 1))
 def min(x, dim=None, keepdim=False):
     return _extreme(x, "min", dim, keepdim)
 
@@ -173,17 +173,17 @@ def _arg(x, op, dim, keepdim):
     return ArgExtreme.apply(x.detach(), op, d, keepdim)[1]
 
 
-@op(mg=True)
+@op(mg=True, grad=False, example=lambda r: (r.standard_normal((3, 4)), 1))
 def argmax(x, dim=None, keepdim=False):
     return _arg(x, "max", dim, keepdim)
 
 
-@op(mg=True)
+@op(mg=True, grad=False, example=lambda r: (r.standard_normal((3, 4)), 1))
 def argmin(x, dim=None, keepdim=False):
     return _arg(x, "min", dim, keepdim)
 
 
-@op(mg=True)
+@op(mg=True, example=lambda r: (r.standard_normal((3, 4)), 1))
 def var(x, dim=None, correction=1, keepdim=False, unbiased=None):
     if unbiased is not None:
         correction = 1 if unbiased else 0
@@ -195,7 +195,7 @@ def var(x, dim=None, correction=1, keepdim=False, unbiased=None):
     return sum(centred * centred, dims, keepdim) / builtins.max(count - correction, 0)
 
 
-@op(mg=True)
+@op(mg=True, example=lambda r: (r.standard_normal((3, 4)), 1))
 def std(x, dim=None, correction=1, keepdim=False, unbiased=None):
     return ew.sqrt(var(x, dim, correction, keepdim, unbiased))
 
@@ -226,7 +226,7 @@ class NormP(Function):
                 None, None)
 
 
-@op(mg=True)
+@op(mg=True, example=lambda r: (r.standard_normal((3, 4)),))
 def norm(x, p="fro", dim=None, keepdim=False, dtype=None):
     """The vector p-norm of x over ``dim`` (all elements when None): p = 2 and 'fro' (the
     default), 1, inf, -inf, 0 (the count of non-zeros) or any other number
@@ -256,7 +256,7 @@ def norm(x, p="fro", dim=None, keepdim=False, dtype=None):
     return NormP.apply(x, p, dims, keepdim)
 
 
-@op(mg=True)
+@op(mg=True, grad=False, example=lambda r: (r.standard_normal((3, 4)), r.standard_normal((3, 4))))
 def allclose(x, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     """True when every ``|x - other| <= atol + rtol * |other|`` (broadcast); infinities must
     match exactly; NaNs count as equal only with ``equal_nan``."""
@@ -280,14 +280,14 @@ def _extremes(x, op, dim, keepdim):
     return Extreme.apply(x, op, dims, keepdim)
 
 
-@op(mg=True)
+@op(mg=True, example=lambda r: (r.standard_normal((3, 4)), 1))
 def amax(x, dim=(), keepdim=False):
     """The maximum over ``dim`` (an int or a tuple; ``()``: every dim). Unlike ``max(dim)``
     it returns no indices, and its gradient is shared equally among tied maxima."""
     return _extremes(x, "max", dim, keepdim)
 
 
-@op(mg=True)
+@op(mg=True, example=lambda r: (r.standard_normal((3, 4)), 1))
 def amin(x, dim=(), keepdim=False):
     """The minimum over ``dim`` (an int or a tuple; ``()``: every dim), ties sharing the
     gradient."""

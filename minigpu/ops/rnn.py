@@ -394,7 +394,8 @@ class EmbeddingFunction(Function):
         return Tensor._dense(out, (self.rows, d), g.device), None, None
 
 
-@op(method=False, F=True, module="Embedding")
+@op(method=False, F=True, module="Embedding",
+    example=lambda r: (r.integers(0, 5, (2, 3)), r.standard_normal((5, 3))))
 def embedding(input, weight, padding_idx=None):
     """``torch.nn.functional.embedding``: rows of ``weight`` (V, D) picked by an integer tensor
     of any shape -> (*input.shape, D). ``padding_idx`` rows get no gradient."""

@@ -75,7 +75,7 @@ def _scan_dtype(x, dtype):
     return x.to(int64) if x.dtype.kind in "biu" else x  # like PyTorch: integers accumulate in long
 
 
-@op(mg=True)
+@op(mg=True, example=lambda r: (r.standard_normal((3, 4)), 1))
 def cumsum(x, dim, dtype=None):
     """Cumulative sum along ``dim``: ``out[..., k, ...] = x[..., :k+1, ...].sum(dim)``."""
     x = _scan_dtype(x, dtype)
@@ -84,7 +84,7 @@ def cumsum(x, dim, dtype=None):
     return Scan.apply(x, "sum", normalize_dim(dim, x.ndim))
 
 
-@op(mg=True)
+@op(mg=True, example=lambda r: (r.standard_normal((3, 4)), 1))
 def cumprod(x, dim, dtype=None):
     """Cumulative product along ``dim``; differentiable, zeros included."""
     x = _scan_dtype(x, dtype)
@@ -118,7 +118,7 @@ class Prod(Function):
         return expand(reshape(g, *kept), *x.shape) * others, None, None
 
 
-@op(mg=True)
+@op(mg=True, example=lambda r: (r.standard_normal((3, 4)), 1))
 def prod(x, dim=None, keepdim=False, dtype=None):
     """Product of all elements, or along ``dim`` (``keepdim`` keeps it as size 1)."""
     x = _scan_dtype(x, dtype)
@@ -184,7 +184,7 @@ def mask_index(x, mask):
     return reshape(picked, -1, *x.shape[mask.ndim:])
 
 
-@op(mg=True)
+@op(mg=True, example=lambda r: (r.standard_normal((3, 4)), r.random((3, 4)) < 0.5))
 def masked_select(x, mask):
     """The elements of x where the (broadcast) mask is True, as a 1-D tensor."""
     if not isinstance(mask, Tensor) or mask.dtype != np.bool_:
@@ -208,7 +208,7 @@ def mask_assign_(x, mask, value):
     return apply_(x, lambda v: where(full, MaskedScatter.apply(full, src), v), value)
 
 
-@op(mg=True)
+@op(mg=True, grad=False, example=lambda r: (r.integers(-1, 2, (3, 4)).astype(float),))
 def nonzero(x, *, as_tuple=False):
     """The indices of the non-zero elements of x, in row-major order: a ``(count, x.ndim)``
     int64 tensor, or with ``as_tuple`` one 1-D tensor per dim. Composed on the device: each
@@ -227,7 +227,7 @@ def nonzero(x, *, as_tuple=False):
     return tuple(coords) if as_tuple else stack(coords, 1)
 
 
-@op(mg=True)
+@op(mg=True, grad=False, example=lambda r: (r.integers(-2, 3, (3, 4)).astype(float),))
 def unique(x, sorted=True, return_inverse=False, return_counts=False, dim=None):
     """The distinct values of x (flattened), ascending; with ``return_inverse`` each element's
     index into them (x's shape), with ``return_counts`` how often each occurs. Composed on the

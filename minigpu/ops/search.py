@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from .. import dtypes
 from ..tensor import Tensor
 from .common import check_same_device
@@ -16,7 +18,8 @@ from .indexing import gather
 from .registry import op
 
 
-@op(method=False, mg=True)
+@op(method=False, mg=True, grad=False,
+    example=lambda r: (np.sort(r.standard_normal(6)), r.standard_normal((2, 3))))
 def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=None,
                  sorter=None):
     """``torch.searchsorted``: for each value of ``input``, the index of the first element of
@@ -59,7 +62,8 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
     return out.to(dtypes.int32) if out_int32 else out
 
 
-@op(method=False, mg=True)
+@op(method=False, mg=True, grad=False,
+    example=lambda r: (r.standard_normal((2, 3)), np.sort(r.standard_normal(6))))
 def bucketize(input, boundaries, *, out_int32=False, right=False):
     """``torch.bucketize``: the index of the bucket of each value of ``input`` among the 1-D
     ``boundaries`` (``boundaries[i-1] < x <= boundaries[i]``; ``right=True``:

@@ -295,7 +295,7 @@ def _of_one_dtype(tensors):
 
 
 # --- user-facing functions ----------------------------------------------------------------------
-@op(mg=True)
+@op(mg=True, torch="Tensor.permute", example=lambda r: (r.standard_normal((2, 3, 4)), 2, 0, 1))
 def permute(x, *dims):
     if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
         dims = tuple(dims[0])
@@ -308,7 +308,7 @@ def permute(x, *dims):
     return Permute.apply(x, dims)
 
 
-@op(mg=True)
+@op(mg=True, example=lambda r: (r.standard_normal((2, 3, 4)), 0, 2))
 def transpose(x, dim0, dim1):
     if type(dim0) is not int or type(dim1) is not int:  # other types are checked uncached
         dim0, dim1 = normalize_dim(dim0, x.ndim), normalize_dim(dim1, x.ndim)
@@ -325,7 +325,7 @@ def _swapped_dims(ndim, dim0, dim1):
     return tuple(dims)
 
 
-@op
+@op(example=lambda r: (r.standard_normal((3, 4)),))
 def t(x):
     if x.ndim > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {x.ndim}D")
@@ -350,7 +350,7 @@ def _infer_shape(shape, n):
     return tuple(shape)
 
 
-@op(mg=True)
+@op(mg=True, torch="Tensor.reshape", example=lambda r: (r.standard_normal((2, 3, 4)), 4, -1))
 def reshape(x, *shape):
     shape = _infer_shape(shape, x.numel())
     strides = view_strides(x, shape)
@@ -359,7 +359,7 @@ def reshape(x, *shape):
     return Reshape.apply(x, shape, strides)
 
 
-@op
+@op(example=lambda r: (r.standard_normal((2, 3, 4)), 6, 4))
 def view(x, *shape):
     """``x`` seen in ``shape`` over its own buffer: PyTorch's rule (``view_strides``), which
     includes non-contiguous tensors whose dims split or merge within contiguous chunks."""
@@ -377,17 +377,17 @@ def view(x, *shape):
     return Reshape.apply(x, shape, strides)
 
 
-@op
+@op(example=lambda r: (r.standard_normal((2, 3, 4)), r.standard_normal((6, 4))))
 def view_as(x, other):
     return view(x, *other.shape)
 
 
-@op
+@op(example=lambda r: (r.standard_normal((2, 3, 4)), r.standard_normal((4, 6))))
 def reshape_as(x, other):
     return reshape(x, *other.shape)
 
 
-@op(mg=True)
+@op(mg=True, example=lambda r: (r.standard_normal((2, 3, 4)), 1))
 def flatten(x, start_dim=0, end_dim=-1):
     if x.ndim == 0:
         return reshape(x, 1)
@@ -397,7 +397,7 @@ def flatten(x, start_dim=0, end_dim=-1):
     return reshape(x, *x.shape[:s], numel(x.shape[s:e + 1]), *x.shape[e + 1:])
 
 
-@op(mg=True)
+@op(mg=True, example=lambda r: (r.standard_normal((2, 1, 3, 1)), 1))
 def squeeze(x, dim=None):
     """A view without the size-1 dims (all, or those of ``dim``); the others keep their
     strides."""
@@ -408,7 +408,7 @@ def squeeze(x, dim=None):
     return Reshape.apply(x, tuple(x.shape[i] for i in kept), tuple(x._strides[i] for i in kept))
 
 
-@op(mg=True)
+@op(mg=True, example=lambda r: (r.standard_normal((2, 3)), 1))
 def unsqueeze(x, dim):
     """A view with a size-1 dim inserted at ``dim``; its stride is PyTorch's (the size times
     the stride of the dim it comes before, 1 at the end)."""
@@ -418,7 +418,7 @@ def unsqueeze(x, dim):
                          (*x._strides[:d], stride, *x._strides[d:]))
 
 
-@op
+@op(example=lambda r: (r.standard_normal((3, 1)), 2, 3, 4))
 def expand(x, *shape):
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
@@ -430,12 +430,12 @@ def expand(x, *shape):
     return x if shape == tuple(x.shape) else Expand.apply(x, shape)
 
 
-@op
+@op(example=lambda r: (r.standard_normal((3, 1)), r.standard_normal((3, 4))))
 def expand_as(x, other):
     return expand(x, *other.shape)
 
 
-@op
+@op(example=lambda r: (r.standard_normal((2, 3)), 2, 1, 2))
 def repeat(x, *sizes):
     if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
         sizes = tuple(sizes[0])
@@ -449,7 +449,7 @@ def repeat(x, *sizes):
     return reshape(tiled, *[r * s for r, s in zip(sizes, x.shape)])
 
 
-@op
+@op(example=lambda r: (r.standard_normal((3, 4)),))
 def contiguous(x, memory_format=None):
     """x itself when row-major, else a row-major copy (``memory_format``: PyTorch's argument,
     row-major formats only)."""
@@ -457,14 +457,14 @@ def contiguous(x, memory_format=None):
     return x if x.is_contiguous() else Clone.apply(x)
 
 
-@op
+@op(example=lambda r: (r.standard_normal((3, 4)),))
 def clone(x, *, memory_format=None):
     """A copy with its own dense buffer (differentiable); always row-major."""
     check_memory_format("clone", memory_format)
     return Clone.apply(x)
 
 
-@op
+@op(example=lambda r: (r.standard_normal((3, 5)), 1, 1, 3))
 def narrow(x, dim, start, length):
     index = [slice(None)] * x.ndim
     index[dim] = slice(start, start + length)
@@ -514,7 +514,8 @@ def _basic_index_layout(x, index):
     return len(shape), tuple(shape), tuple(strides), offset
 
 
-@op(method=False, mg=True)
+@op(method=False, mg=True,
+    example=lambda r: ([r.standard_normal((2, 3)), r.standard_normal((4, 3))], 0))
 def cat(tensors, dim=0):
     tensors = list(tensors)
     if not tensors:
@@ -531,7 +532,8 @@ def cat(tensors, dim=0):
     return Cat.apply(d, *_of_one_dtype(tensors))
 
 
-@op(method=False, mg=True)
+@op(method=False, mg=True,
+    example=lambda r: ([r.standard_normal((2, 3)), r.standard_normal((2, 3))], 1))
 def stack(tensors, dim=0):
     tensors = list(tensors)
     if not tensors:
@@ -545,7 +547,7 @@ def stack(tensors, dim=0):
     return Stack.apply(normalize_dim(dim, tensors[0].ndim + 1), *_of_one_dtype(tensors))
 
 
-@op(mg=True)
+@op(mg=True, example=lambda r: (r.standard_normal((5, 3)), 2))
 def split(x, split_size, dim=0):
     d = normalize_dim(dim, x.ndim)
     size = x.shape[d]
@@ -562,13 +564,39 @@ def split(x, split_size, dim=0):
     return tuple(out)
 
 
-@op(mg=True)
+@op(mg=True, example=lambda r: (r.standard_normal((5, 3)), 2, 0))
 def chunk(x, chunks, dim=0):
     size = x.shape[normalize_dim(dim, x.ndim)]
     return split(x, max(1, -(-size // chunks)), dim)
 
 
-@op
+@op(example=lambda r: (r.standard_normal((3, 4)), 1))
 def unbind(x, dim=0):
     d = normalize_dim(dim, x.ndim)
     return tuple(Slice.apply(x, (slice(None),) * d + (i,)) for i in range(x.shape[d]))
+
+
+@op(mg=True, example=lambda rng: (rng.standard_normal((3, 4)), (1, -2), (0, 1)))
+def roll(x, shifts, dims=None):
+    """``x`` with its elements shifted by ``shifts`` along ``dims`` (the flattened tensor
+    when ``dims`` is None), wrapping around: per dim, the last ``shift`` elements (``narrow``)
+    concatenated in front of the others."""
+    shifts = (shifts,) if isinstance(shifts, numbers.Integral) else tuple(shifts)
+    if dims is None:
+        if len(shifts) != 1:
+            raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, "
+                               f"dims:0")
+        return reshape(roll(flatten(x), shifts, 0), *x.shape)
+    dims = (dims,) if isinstance(dims, numbers.Integral) else tuple(dims)
+    if len(shifts) != len(dims):
+        raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, "
+                           f"dims:{len(dims)}")
+    out = x
+    for shift, dim in zip(shifts, dims):
+        d = normalize_dim(dim, x.ndim)
+        size = x.shape[d]
+        shift = shift % size if size else 0
+        if shift:
+            out = cat([narrow(out, d, size - shift, shift), narrow(out, d, 0, size - shift)], d)
+    return out if out is not x else clone(x)
+

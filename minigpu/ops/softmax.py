@@ -49,11 +49,11 @@ def _along(x, dim, log):
     return transpose(Softmax.apply(transpose(x, d, last), log), d, last)
 
 
-@op(mg=True, module="Softmax")
+@op(mg=True, module="Softmax", example=lambda r: (r.standard_normal((3, 4)), 1))
 def softmax(x, dim=-1):
     return _along(x, dim, False)
 
 
-@op(mg=True, module="LogSoftmax")
+@op(mg=True, module="LogSoftmax", example=lambda r: (r.standard_normal((3, 4)), 1))
 def log_softmax(x, dim=-1):
     return _along(x, dim, True)

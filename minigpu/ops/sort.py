@@ -51,20 +51,20 @@ def _sorted(x, dim, descending):
     return transpose(values, d, last), transpose(indices, d, last)
 
 
-@op(mg=True)
+@op(mg=True, example=lambda r: (r.standard_normal((3, 4)), 1))
 def sort(x, dim=-1, descending=False, stable=False):
     """(values, indices) of x sorted along ``dim``; NaN is the largest value; always stable
     (``stable`` is accepted for PyTorch's signature)."""
     return SortResult(*_sorted(x, dim, descending))
 
 
-@op(mg=True)
+@op(mg=True, grad=False, example=lambda r: (r.standard_normal((3, 4)), 1))
 def argsort(x, dim=-1, descending=False, stable=False):
     """The indices that sort x along ``dim`` (stable)."""
     return _sorted(x.detach(), dim, descending)[1]
 
 
-@op(mg=True)
+@op(mg=True, example=lambda r: (r.standard_normal((3, 4)), 2))
 def topk(x, k, dim=-1, largest=True, sorted=True):
     """The ``k`` largest (``largest=False``: smallest) elements along ``dim`` and their indices,
     in sorted order (``sorted=False`` is allowed to return any order; this one is sorted)."""

@@ -123,7 +123,8 @@ def _advanced_index(x, entries):
     return out.permute(*lead, *range(len(shape)), *range(len(shape) + dims[0], out.ndim))
 
 
-@op(method="__getitem__")
+@op(method="__getitem__",
+    example=lambda r: (r.standard_normal((3, 4)), (slice(None), np.array([[0, 2], [3, 3]]))))
 def getitem(x, index):
     if isinstance(index, Tensor):
         if index.dtype == np.bool_:
@@ -136,7 +137,8 @@ def getitem(x, index):
     return Slice.apply(x, index)
 
 
-@op(method="__setitem__")
+@op(method="__setitem__",
+    example=lambda r: (r.standard_normal((3, 4)), (np.array([2, 0]),), r.standard_normal((2, 4))))
 def setitem_(x, index, value):
     """``x[index] = value`` (basic indexing, a boolean mask of x's shape, or integer arrays:
     see :func:`_as_mask_assignment`): writes through the view ``x[index]``; value is a scalar

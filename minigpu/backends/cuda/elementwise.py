@@ -121,13 +121,14 @@ def unary_leaky_relu(x, a, b):
 
 @cuda.jit(device=True)
 def unary_sign(x, a, b):
-    """-1, 0 or 1, where the third case is ``x - x``: NaN stays NaN and -0.0 becomes +0.0,
-    like ``np.sign`` (a literal 0 would turn NaN into 0)."""
+    """-1, 0 or 1, PyTorch's: +0 for +-0.0 (``x - x``, in x's type) and 0 for NaN."""
     if x > float32(0):
         return float32(1)
     if x < float32(0):
         return float32(-1)
-    return x - x
+    if x == x:
+        return x - x
+    return float32(0)
 
 
 @cuda.jit(device=True)
