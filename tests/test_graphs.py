@@ -213,6 +213,8 @@ def test_make_graphed_callables_forward_and_backward_equal_eager():
             crit(model(x), y).backward()
             o.step()
     assert same(params(net), params(net2))
+    with pytest.raises(RuntimeError, match="does not match the sample"):
+        graphed(mg.randn(3, 8))
 
 
 @pytest.mark.parametrize("model", ["mlp", "cnn"])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..autograd import Function, grad as autograd_grad
 from ..backends.cpu.memory import quietly
+from ..creation import ones_like
 from ..random import default_generator
 from .capture import Capture
 
@@ -116,6 +117,10 @@ def _static_copy(t):
     return out.requires_grad_(t.requires_grad)
 
 
+def _signature(t):
+    return tuple(t.shape), str(t.dtype), str(t.device), t.requires_grad
+
+
 def _parameters(fn):
     return tuple(fn.parameters()) if hasattr(fn, "parameters") else ()
 
@@ -137,14 +142,14 @@ class _Graphed:
     """One graphed callable: a forward graph and a backward graph over static buffers."""
 
     def __init__(self, fn, sample_args, warmup, params=None):
-        self.fn, self.params = fn, _parameters(fn) if params is None else params
+        self.params = _parameters(fn) if params is None else params
         self.inputs = tuple(_static_copy(a) for a in sample_args)
         differentiable = [t for t in self.inputs + self.params if t.requires_grad]
         for _ in range(warmup):  # as PyTorch: lazy state (caches, buffers) made before capture
             outs = self._outputs(fn(*self.inputs))
             if differentiable:
-                autograd_grad([o for o in outs if o.requires_grad], differentiable,
-                              [o.detach() * 0 + 1 for o in outs if o.requires_grad],
+                live = [o for o in outs if o.requires_grad]
+                autograd_grad(live, differentiable, [ones_like(o) for o in live],
                               allow_unused=True)
         self.forward_graph = CUDAGraph()
         with graph(self.forward_graph):
@@ -168,16 +173,16 @@ class _Graphed:
         return out if isinstance(out, tuple) else (out,)
 
     def call(self, *args):
+        """The graphed callable: the arguments must be like the samples it was captured
+        with (their data is copied into the static inputs)."""
         if len(args) != len(self.inputs):
             raise TypeError(f"graphed callable takes {len(self.inputs)} arguments "
                             f"({len(args)} given)")
         for static, a in zip(self.inputs, args):
-            if tuple(a.shape) != tuple(static.shape) or a.dtype != static.dtype \
-                    or a.device != static.device:
-                raise RuntimeError(f"graphed callable: argument of shape {tuple(a.shape)} "
-                                   f"({a.dtype}, {a.device}) does not match the sample it was "
-                                   f"captured with, {tuple(static.shape)} ({static.dtype}, "
-                                   f"{static.device})")
+            if _signature(a) != _signature(static):
+                raise RuntimeError(f"graphed callable: an argument of shape, dtype, device "
+                                   f"and requires_grad {_signature(a)} does not match the "
+                                   f"sample it was captured with, {_signature(static)}")
         outs = _Replay.apply(self, *args, *self.params)
         return outs[0] if self.single else outs
 
