@@ -1,5 +1,5 @@
 """The program corpus (tests/programs/): upstream PyTorch examples and tutorials, and programs
-written for torch elsewhere (minGPT), each run under
+written for torch elsewhere (minGPT, yunjey/pytorch-tutorial), each run under
 PyTorch and under minigpu in lockstep, their losses compared step by step.
 
 Each program is kept as written upstream except its import and data lines (marked
@@ -63,6 +63,10 @@ CORPUS = [
     # num_samples=int(1e10)) DataLoader; greedy evaluation and torch.save(state_dict, .pt)
     ("mingpt_adder", "mingpt/adder.py", "--data.ndigit=1 --trainer.max_iters=20 "
      "--trainer.num_workers=0 --trainer.batch_size=8", []),
+    # yunjey/pytorch-tutorial: no options; sized by fakevision's small MNIST (64 images)
+    *[(f"yunjey_{name}", f"yunjey/{name}/main.py", "", [])
+      for name in ("feedforward", "logistic_regression", "linear_regression", "cnn", "rnn",
+                   "birnn", "vae")],
 ]
 
 
