@@ -181,14 +181,21 @@ def draw_past_the_states(out, states):
 
 
 @cuda.jit
+def fields_as_arrays(pairs, a, b):
+    i = cuda.grid(1)
+    a[i] = pairs.key[i]
+    b[i] = pairs.weight[i + 1]  # FIELD-ARRAY (past the end in the last thread)
+
+
+@cuda.jit
 def swap_fields(pairs):
     i = cuda.grid(1)
     p = pairs[i]
-    p.a, p["b"] = p["b"], p.a
+    p.key, p["weight"] = p["weight"], p.key
     pairs[(i + 1) % pairs.size] = pairs[i]  # WHOLE-RECORD
 
 
-PAIR = np.dtype([("a", np.int32), ("b", np.float32)])
+PAIR = np.dtype([("key", np.int32), ("weight", np.float32)])
 
 
 def test_record_arrays_per_thread_use_runs_as_on_a_gpu():
@@ -222,12 +229,19 @@ def test_a_record_index_past_the_end_is_out_of_bounds():
 @needs_checks
 def test_record_fields_and_whole_records_are_checked_accesses():
     pairs = np.zeros(4, PAIR)
-    pairs["a"], pairs["b"] = np.arange(4), np.arange(4) + 0.5
+    pairs["key"], pairs["weight"] = np.arange(4), np.arange(4) + 0.5
     one = pairs[:1].copy()
     swap_fields[1, 1](one)
-    assert one[0]["a"] == 0 and one[0]["b"] == 0.0
+    assert one[0]["key"] == 0 and one[0]["weight"] == 0.0
     msg = message_of(RaceError, lambda: swap_fields[1, 4](pairs))
     assert at(swap_fields, "WHOLE-RECORD") in msg, msg
+    a, b = np.zeros(3, np.int32), np.zeros(3, np.float32)
+    fields_as_arrays[1, 3](pairs, a, b)
+    assert a.tolist() == pairs["key"][:3].tolist() and b.tolist() == pairs["weight"][1:].tolist()
+    a, b = np.zeros(4, np.int32), np.zeros(4, np.float32)
+    msg = message_of(OutOfBoundsError, lambda: fields_as_arrays[1, 4](pairs, a, b))
+    assert "global array 'pairs' at index 4, field 'weight'" in msg, msg
+    assert at(fields_as_arrays, "FIELD-ARRAY") in msg, msg
 
 
 # ============================================================================= constant memory

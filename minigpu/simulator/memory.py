@@ -706,6 +706,13 @@ class RecordArray(Array):
             view.field = name
         return view
 
+    def __getattr__(self, name):
+        """``a.value1``: the field as a checked array of its own (``a.value1[i]``), as
+        ``np.recarray`` and Numba give it."""
+        if name in self.dtype.fields:
+            return self.field_array(name)
+        return super().__getattr__(name)
+
     def __getitem__(self, idx, depth=1):
         if isinstance(idx, np.integer):  # (numba.cuda.random's object-mode code passes these)
             idx = _int(idx)
