@@ -7,7 +7,7 @@ autograd included, sees ordinary buffers), and what it did is kept:
 
 - cpu: the call itself, bound to its arguments; a replay calls it again and copies the result
   into the buffer the capture got (``np.copyto``), so a tensor made during the capture keeps its
-  buffer for good;
+  buffer for good (a plain map is one pre-bound ufunc writing there: :data:`LEAN_MAPS`);
 - cuda: the kernel launches and device copies the primitive made (``_Launches`` patches the
   launch and ``copy_to_device`` of numba-cuda, or of the simulator, while the capture is open);
   a replay launches the same kernels on the same buffers, and on the simulator each launch is
@@ -59,11 +59,6 @@ _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _active = None  # the open Capture (one at a time)
 
 
-def active():
-    """The open capture, or None."""
-    return _active
-
-
 _OP_FILES = tuple(os.path.join(_PACKAGE, p) for p in (
     "ops", "tensor.py", "creation.py", "autograd.py", os.path.join("nn", "functional")))
 
@@ -77,7 +72,8 @@ def refuse(what: str, why: str):
 
 def _op_name():
     """The public op that led here: the outermost of the innermost run of frames in the op
-    layers and autograd (``Tensor.item`` for ``t.item()``, ``Tensor.__repr__`` for a print, ``dropout``)."""
+    layers and autograd (``Tensor.item`` for ``t.item()``, ``Tensor.__repr__`` for a print,
+    ``dropout``)."""
     frame, name = sys._getframe(2), None
     while frame is not None:
         if frame.f_code.co_filename.startswith(_OP_FILES):
@@ -123,7 +119,7 @@ class Capture:
         self._owned = set()     # ids of the pool's buffers
         self._saved = {}        # id -> (buffer, copy) of outside buffers written in place
         self._direct = 0        # > 0 while a primitive recorded as one call runs
-        self._random = None     # (seed, offset) of the cuda random primitive running
+        self._random = None     # (seed, offset, offset - start) of a cuda random draw
         self._start = default_generator.offset
         self._seed = default_generator.initial_seed()
         self._backends = {}     # device type -> the real module
