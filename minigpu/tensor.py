@@ -459,3 +459,9 @@ class Tensor(autograd.TensorBase):
     def _version(self):
         """How many in-place writes this tensor's buffer has seen (shared by its views)."""
         return self._version_counter[0]
+
+
+def owns_dense_buffer(t: Tensor) -> bool:
+    """True when t is its whole buffer, in row-major order: what the fused optimizer steps and
+    the in-place fast paths update through the flat buffer."""
+    return t._offset == 0 and t._buf.size == t.numel() and t.is_contiguous()

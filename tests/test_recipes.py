@@ -1,5 +1,5 @@
 """The recipes of ``docs/architecture.md``'s "How to add", applied to a copy of the package: a
-table op (one entry in ``backends/optable.py``) and a composed op (one ``@op`` function in its
+unary and a binary table op (one entry each in ``backends/optable.py``) and a composed op (one ``@op`` function in its
 family file). Each new op must be a Tensor method, ``minigpu.X`` and ``nn.functional.X``, be in
 the tests collected from the table and the registry, and (the table op) in the static kernel
 report's list, with no other file touched."""
@@ -16,6 +16,10 @@ def softsign_scalar(x, a, b):
     return x / (np.float32(1) + abs(x))
 
 
+def hypot_scalar(x, y, a, b):
+    return math.sqrt(x * x + y * y)
+
+
 '''
 TABLE_ENTRY = '''    Op("softsign", "x / (1 + |x|)", lambda x, a, b: x / (1 + np.abs(x)),
        lambda g, x, y, a, b: g / ((x.abs() + 1) ** 2), method=True, F=True,
@@ -23,6 +27,13 @@ TABLE_ENTRY = '''    Op("softsign", "x / (1 + |x|)", lambda x, a, b: x / (1 + np
 )
 
 BINARY = ('''
+BINARY_ENTRY = '''    Op("hypot", "sqrt(x*x + y*y)", lambda x, y, a, b: np.hypot(x, y),
+       (lambda g, x, y: g * x / (x * x + y * y).sqrt(),
+        lambda g, x, y: g * y / (x * x + y * y).sqrt()),
+       method=True, scalar=hypot_scalar, approx=True),
+)
+
+UNARY_BY_NAME = '''
 COMPOSED = '''
 
 
@@ -39,8 +50,10 @@ for name in ("softsign", "tanhshrink"):
     x = mg.tensor([[-1.0, 0.5]])
     assert getattr(mg.Tensor, name) is getattr(mg, name) is getattr(mg.nn.functional, name)
     assert getattr(x, name)().shape == x.shape
+assert mg.hypot(mg.tensor([3.0]), mg.tensor([[4.0], [0.0]])).tolist() == [[5.0], [3.0]]
 names = [spec.name for spec in kernel_report.registry()]
 assert "elementwise.unary_dense[softsign]" in names, names
+assert "elementwise.binary_dense[hypot]" in names, names
 print("ok")
 '''
 
@@ -50,6 +63,8 @@ def _apply_recipes(copy: Path):
     text = optable.read_text()
     assert text.count("\n)\n\nBINARY = (") == 1
     text = text.replace("\n)\n\nBINARY = (", "\n" + TABLE_ENTRY, 1)
+    assert text.count("\n)\n\nUNARY_BY_NAME = ") == 1
+    text = text.replace("\n)\n\nUNARY_BY_NAME = ", "\n" + BINARY_ENTRY, 1)
     text = text.replace("\n\ndef zero_derivative(", "\n" + TABLE_SCALAR + "def zero_derivative(", 1)
     optable.write_text(text)
     activation = copy / "minigpu" / "ops" / "activation.py"
@@ -80,6 +95,11 @@ def test_table_op_and_composed_op_recipes(tmp_path):
                     "test_registered_ops.py::test_against_torch[softsign]",
                     "test_registered_ops.py::test_edge_values_against_torch[softsign-cuda]",
                     "test_registered_ops.py::test_edge_values_against_torch[tanhshrink-cuda]",
+                    "test_cuda_elementwise.py::test_binary_matches_cpu[hypot]",
+                    "test_optable.py::test_binary_gradients_with_broadcasting[hypot]",
+                    "test_optable.py::test_edge_values_cuda_matches_cpu[hypot-float32]",
+                    "test_registered_ops.py::test_against_torch[hypot]",
+                    "test_registered_ops.py::test_edge_values_against_torch[hypot-cpu]",
                     "test_registered_ops.py::test_cuda_matches_cpu[tanhshrink]",
                     "test_registered_ops.py::test_float64_gradcheck[tanhshrink]",
                     "test_registered_ops.py::test_against_torch[tanhshrink]"):

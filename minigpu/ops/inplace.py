@@ -26,7 +26,7 @@ import numpy as np
 
 from ..autograd import SCALAR_TYPES, Function, is_grad_enabled, no_grad
 from ..backends.contract import View, contiguous_strides
-from ..tensor import Tensor
+from ..tensor import Tensor, owns_dense_buffer
 from . import composite
 from . import elementwise as ew
 from .registry import divisors, method, op
@@ -179,11 +179,6 @@ def apply_(t: Tensor, compute, *operands, cast=_result_dtype):
     if base is not None:
         _set_node(t, ViewOf.apply(base, window).grad_fn, 0)
     return t
-
-
-def owns_dense_buffer(t: Tensor) -> bool:
-    """True when t is its whole buffer, in row-major order (what the fused steps update)."""
-    return t._offset == 0 and t._buf.size == t.numel() and t.is_contiguous()
 
 
 def _scaled_add_(x: Tensor, other, alpha) -> bool:

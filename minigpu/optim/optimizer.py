@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ..autograd import enable_grad, no_grad
-from ..ops.inplace import owns_dense_buffer
-from ..tensor import Tensor
+from ..tensor import Tensor, owns_dense_buffer
 
 
 def _dense_copy(t: Tensor) -> Tensor:
