@@ -146,6 +146,15 @@ def test_dataloader_with_sampler_and_batch_sampler_gives_torchs_batches():
         assert len(ours) == len(theirs), kwargs
 
 
+def test_worker_processes_follow_the_sampler():
+    td = torch_data()
+    for kwargs in (dict(batch_sampler=[[5, 1], [0], [2, 2, 6]]), dict(batch_size=None,
+                                                                      sampler=[3, 0, 3])):
+        ours = DataLoader(range(7), num_workers=2, **kwargs)
+        theirs = td.DataLoader(range(7), **kwargs)
+        assert batches(ours) == [np.asarray(b).tolist() for b in theirs], kwargs
+
+
 @pytest.mark.parametrize("batch_size,drop_last", [(3, False), (3, True), (None, False),
                                                   (7, False)])
 def test_iterable_dataset_is_batched_as_torch_batches_it(batch_size, drop_last):
