@@ -28,9 +28,18 @@ MODELS = {
                                   nn.Flatten(), nn.Linear(4 * 4 * 4, 3)), (2, 1, 8, 8)),
     "lstm": (Lstm, (3, 4, 5)),
 }
+class ClippedSGD(mg.optim.SGD):
+    """SGD whose step first scales the gradients to a norm of at most 0.5."""
+
+    def step(self, closure=None):
+        mg.nn.utils.clip_grad_norm_(self.param_groups[0]["params"], 0.5)
+        return super().step(closure)
+
+
 OPTIMIZERS = {
     "sgd": lambda p: mg.optim.SGD(p, lr=0.1, momentum=0.9),
     "adam": lambda p: mg.optim.Adam(p, lr=1e-2),
+    "clipped-sgd": lambda p: ClippedSGD(p, lr=0.1, momentum=0.9),
 }
 
 
@@ -96,7 +105,8 @@ def params(net):
 
 
 @pytest.mark.parametrize("model,optimizer", [("mlp", "adam"), ("mlp", "sgd"), ("cnn", "sgd"),
-                                             ("cnn", "adam"), ("lstm", "adam")])
+                                             ("cnn", "adam"), ("lstm", "adam"),
+                                             ("mlp", "clipped-sgd")])
 def test_replayed_training_equals_eager_bit_for_bit(model, optimizer):
     data = batches(MODELS[model][1], 6)
     eager, captured, g = eager_and_captured(model, optimizer, data)
