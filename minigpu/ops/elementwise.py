@@ -91,7 +91,10 @@ class Binary(Function):
 
 
 def _function(base, entry, suffix=""):
-    """The Function class of a table op, named after it (``relu`` -> ``Relu``)."""
+    """The Function class of a table op, named after it (``relu`` -> ``Relu``, the scalar form
+    of a binary op ``pow`` -> ``PowScalar``): made from the entry, so that a table op stays one
+    entry, and bound in this module under its name (``ops.elementwise.Relu``; a node's
+    ``grad_fn`` shows ``ReluBackward``)."""
     name = "".join(part.title() for part in entry.name.split("_")) + suffix
     return type(name, (base,), {"entry": entry, "__doc__": f"{entry.name}: {entry.formula}",
                                 "__module__": __name__})
@@ -100,6 +103,8 @@ def _function(base, entry, suffix=""):
 UNARY_FUNCTIONS = {op.name: _function(Unary, op, "Scalar" if op.name in optable.BINARY_BY_NAME
                                       else "") for op in optable.UNARY if op.grad}
 BINARY_FUNCTIONS = {op.name: _function(Binary, op) for op in optable.BINARY if op.grad}
+globals().update({cls.__name__: cls for cls in (*UNARY_FUNCTIONS.values(),
+                                                *BINARY_FUNCTIONS.values())})
 Affine, DivScalar, RDiv, PowScalar, RPow, Clamp, LeakyRelu = (
     UNARY_FUNCTIONS[n] for n in ("affine", "div_scalar", "rdiv", "pow", "rpow", "clamp",
                                  "leaky_relu"))
