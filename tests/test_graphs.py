@@ -21,12 +21,27 @@ class Lstm(nn.Module):
         return self.head(out[:, -1])
 
 
+class Encoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Linear(6, 16)
+        self.encoder = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.1, batch_first=True)
+        self.head = nn.Linear(16, 3)
+
+    def forward(self, x):
+        return self.head(self.encoder(self.embed(x)).mean(1))
+
+
 MODELS = {
     "mlp": (lambda: nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Dropout(0.25),
                                   nn.Linear(16, 3)), (4, 8)),
     "cnn": (lambda: nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
                                   nn.Flatten(), nn.Linear(4 * 4 * 4, 3)), (2, 1, 8, 8)),
     "lstm": (Lstm, (3, 4, 5)),
+    "batchnorm": (lambda: nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4),
+                                        nn.ReLU(), nn.Flatten(), nn.Linear(4 * 8 * 8, 3)),
+                  (2, 1, 8, 8)),
+    "transformer": (Encoder, (2, 5, 6)),
 }
 class ClippedSGD(mg.optim.SGD):
     """SGD whose step first scales the gradients to a norm of at most 0.5."""
@@ -101,12 +116,14 @@ def same(a, b):
 
 
 def params(net):
-    return [p.detach().numpy().copy() for p in net.parameters()]
+    """The parameters and buffers (BatchNorm's running statistics)."""
+    return [t.detach().numpy().copy() for t in net.state_dict().values()]
 
 
 @pytest.mark.parametrize("model,optimizer", [("mlp", "adam"), ("mlp", "sgd"), ("cnn", "sgd"),
                                              ("cnn", "adam"), ("lstm", "adam"),
-                                             ("mlp", "clipped-sgd")])
+                                             ("mlp", "clipped-sgd"), ("batchnorm", "sgd"),
+                                             ("transformer", "adam")])
 def test_replayed_training_equals_eager_bit_for_bit(model, optimizer):
     data = batches(MODELS[model][1], 6)
     eager, captured, g = eager_and_captured(model, optimizer, data)
