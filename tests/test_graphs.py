@@ -212,7 +212,8 @@ def test_replay_allocates_nothing():
     (lambda t: t.tolist(), "tolist"), (lambda t: print(t), "__repr__"),
     (lambda t: bool(t), "__bool__"), (lambda t: mg.masked_select(t, t > 0), "masked_select"),
     (lambda t: t.nonzero(), "nonzero"), (lambda t: t[t > 0], "getitem"),
-    (lambda t: float(t), "__float__"), (lambda t: mg.cuda.synchronize(), "synchronize")])
+    (lambda t: float(t), "__float__"), (lambda t: mg.cuda.synchronize(), "synchronize"),
+    (lambda t: mg.randn(2, generator=mg.Generator().manual_seed(1)), "other than")])
 def test_what_cannot_be_captured_raises_naming_the_op(what, op):
     t = mg.ones(1)
     g = mg.cuda.CUDAGraph()
