@@ -257,6 +257,22 @@ def test_compile_trains_like_eager(model):
     assert len(compiled.graphs) == 1 and not compiled.graph_breaks()
 
 
+def test_compile_differentiates_the_tensors_a_function_closes_over():
+    w = mg.randn(4, 2, requires_grad=True)
+    x = mg.randn(3, 4, requires_grad=True)
+
+    def layer(x):
+        return (x @ w).tanh()
+
+    def gradients(fn):
+        w.grad = x.grad = None
+        fn(x).sum().backward()
+        return [w.grad.numpy().copy(), x.grad.numpy().copy()]
+
+    compiled = mg.compile(layer)
+    assert same(gradients(compiled), gradients(layer)) and not compiled.graph_breaks()
+
+
 def test_compile_guards_recapture_on_a_new_shape_and_on_eval():
     net, _ = setup("mlp", "sgd")
     compiled = mg.compile(net)

@@ -7,7 +7,7 @@ how a replay runs, the guards, what cannot be captured and why.
 """
 from .capture import CaptureError
 from .compiler import Compiled, compile
-from .graph import CUDAGraph, graph, graph_pool_handle, make_graphed_callables
+from .cuda_graph import CUDAGraph, graph, graph_pool_handle, make_graphed_callables
 
 __all__ = ["CaptureError", "CUDAGraph", "Compiled", "compile", "graph", "graph_pool_handle",
            "make_graphed_callables"]

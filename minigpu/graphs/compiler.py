@@ -16,7 +16,7 @@ import functools
 
 from ..autograd import TensorBase, is_grad_enabled
 from .capture import CaptureError
-from .graph import _Graphed
+from .cuda_graph import _Graphed
 
 CACHE_SIZE_LIMIT = 8
 """Guard keys one compiled callable captures before it runs new ones eagerly (torch's

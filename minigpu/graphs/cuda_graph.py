@@ -117,6 +117,23 @@ def _static_copy(t):
     return out.requires_grad_(t.requires_grad)
 
 
+def _leaves(outputs):
+    """The leaf tensors the outputs' autograd graph accumulates gradients into."""
+    found, seen = {}, set()
+    nodes = [o.grad_fn for o in outputs if o.grad_fn is not None]
+    while nodes:
+        node = nodes.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        for edge, kept in zip(node.next_functions, node.inputs):
+            if edge is not None and edge[0] is None:
+                found[id(kept)] = kept
+            elif edge is not None:
+                nodes.append(edge[0])
+    return list(found.values())
+
+
 def _signature(t):
     return tuple(t.shape), str(t.dtype), str(t.device), t.requires_grad
 
@@ -156,6 +173,10 @@ class _Graphed:
             outputs = fn(*self.inputs)
         self.single = not isinstance(outputs, tuple)
         self.outputs = self._outputs(outputs)
+        known = {id(t) for t in differentiable}
+        others = tuple(t for t in _leaves(self.outputs) if id(t) not in known)
+        self.params += others  # tensors the function reaches by itself (a closure's weight)
+        differentiable += others
         self.differentiable = differentiable
         self.backward_graph = None
         live = [o for o in self.outputs if o.requires_grad]
