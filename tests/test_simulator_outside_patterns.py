@@ -273,8 +273,10 @@ def atomic_on_constants(out):
 def test_constant_arrays_are_read_as_on_a_gpu():
     x = np.arange(8, dtype=np.float32) ** 2
     out = np.zeros(8, np.float32)
-    smooth_with_constants[1, 8](out, x)
+    with minigpu.cuda.counters() as launches:  # constant loads are not global traffic
+        smooth_with_constants[1, 8](out, x)
     assert np.allclose(out[1:-1], 0.25 * x[:-2] + 0.5 * x[1:-1] + 0.25 * x[2:])
+    assert launches[0].metrics["global_load_requests"] == 3
 
 
 @pytest.mark.parametrize("kernel, marker", [(store_into_constants, "CONST-STORE"),
