@@ -28,8 +28,13 @@ COMPARED = [e for e in DECLARED if not isinstance(e.torch, registry.Unlike)]
 DEVICES = ["cpu", "cuda"]
 
 
-def _ids(entry):
-    return entry.name
+def _cases(entries):
+    """One test case per form of each op's example (``example=`` may give several: a tensor
+    and a scalar operand, ...): the entry with that one example, named ``op`` or ``op-k``."""
+    return [pytest.param(e._replace(example=form), id=e.name if not k else f"{e.name}-{k}")
+            for e in entries
+            for k, form in enumerate(e.example if isinstance(e.example, tuple) else
+                                     (e.example,))]
 
 
 def _tensors(value, device, dtype, requires_grad=False):
@@ -98,7 +103,7 @@ def test_every_op_has_a_contract():
         assert entry.domain in registry.EDGE_VALUES, entry.name
 
 
-@pytest.mark.parametrize("entry", DECLARED, ids=_ids)
+@pytest.mark.parametrize("entry", _cases(DECLARED))
 def test_cuda_matches_cpu(entry):
     wants = _run(entry, "cpu", mg.float32)
     gots = _run(entry, "cuda", mg.float32)
@@ -110,7 +115,7 @@ def test_cuda_matches_cpu(entry):
                                    err_msg=entry.name)
 
 
-@pytest.mark.parametrize("entry", [e for e in DECLARED if e.grad], ids=_ids)
+@pytest.mark.parametrize("entry", _cases(e for e in DECLARED if e.grad))
 def test_float64_gradcheck(entry):
     """The gradient of every float tensor argument (also inside lists), numerically."""
     args, kwargs = _example(entry)
@@ -193,7 +198,7 @@ def _against_torch(torch, entry, args, kwargs, device, dtype, rtol, atol, signed
                                           err_msg=f"{entry.name}: the sign of a zero")
 
 
-@pytest.mark.parametrize("entry", COMPARED, ids=_ids)
+@pytest.mark.parametrize("entry", _cases(COMPARED))
 def test_against_torch(entry):
     """float64 values as torch's; float32 inputs give torch's result dtype."""
     torch = pytest.importorskip("torch")
@@ -215,8 +220,7 @@ def _with_edges(value, edges, rng):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("entry", [e for e in COMPARED if registry.EDGE_VALUES[e.domain]],
-                         ids=_ids)
+@pytest.mark.parametrize("entry", _cases(e for e in COMPARED if registry.EDGE_VALUES[e.domain]))
 def test_edge_values_against_torch(entry, device):
     torch = pytest.importorskip("torch")
     args, kwargs = _example(entry)
@@ -228,11 +232,12 @@ def test_edge_values_against_torch(entry, device):
 
 def _layer_like(entry):
     """An op with an ``nn`` layer whose example is one tensor and the layer's options."""
-    args, _ = _example(entry)
+    args, _ = _example(entry._replace(example=(entry.example if callable(entry.example)
+                                                else entry.example[0])))
     return entry.module and sum(isinstance(a, np.ndarray) for a in args) == 1
 
 
-@pytest.mark.parametrize("entry", [e for e in DECLARED if _layer_like(e)], ids=_ids)
+@pytest.mark.parametrize("entry", _cases(e for e in DECLARED if _layer_like(e)))
 def test_layer_calls_the_function(entry):
     """The entry's ``nn`` layer with its default parameters computes the function of the
     example's tensor and non-tensor arguments. The layer is built from those arguments;

@@ -194,6 +194,13 @@ def rsqrt_scalar(x, a, b):
     return np.float32(1) / math.sqrt(x)
 
 
+def clamp(x, a, b):
+    """The clamp's selects: x where it is not below a (NaN, and -0.0 against a 0 bound, stay),
+    then b where that is above b."""
+    y = np.where(x < a, a, x)
+    return np.where(y > b, b, y)
+
+
 def sign(x):
     """-1, 0 or 1 in x's dtype, PyTorch's: 0 for NaN and for -0.0 (``np.sign`` keeps both)."""
     return np.where(x == x, np.sign(x), 0).astype(x.dtype, copy=False) + x.dtype.type(0)
@@ -380,8 +387,8 @@ UNARY = (
     Op("rpow", "a ** x", lambda x, a, b: a ** x,
        lambda g, x, y, a, b: g * y * math.log(a), saves="y", approx=True, shared=True,
        params=(1.5, 0.0)),
-    Op("clamp", "min(max(x, a), b)  (a=-inf / b=inf for a one-sided clamp)",
-       lambda x, a, b: np.minimum(np.maximum(x, a), b), fused("clamp_grad", "x"), saves="x",
+    Op("clamp", "y = a if x < a else x, then b if y > b else y  (a=-inf / b=inf for a "
+       "one-sided clamp; NaN and -0.0 kept, as PyTorch)", lambda x, a, b: clamp(x, a, b), fused("clamp_grad", "x"), saves="x",
        params=(-0.7, 1.5)),
     Op("gt", "x > a  -> bool", lambda x, a, b: x > a, bool_result=True, shared=True,
        params=(0.5, 0.0)),

@@ -273,7 +273,8 @@ def _scalar_promoted(x, *values):
 
 
 @op(mg=True, method=("add", "__add__", "__radd__"), inplace="add_",
-    example=lambda r: (r.standard_normal((3, 5)), r.standard_normal(5), {'alpha': 2}))
+    example=(lambda r: (r.standard_normal((3, 5)), r.standard_normal(5), {'alpha': 2}),
+             lambda r: (r.standard_normal((3, 5)), 1.5)))
 def add(a, b, alpha=1):
     if alpha != 1:
         b = b * alpha
@@ -287,7 +288,8 @@ def add(a, b, alpha=1):
 
 
 @op(mg=True, method=("sub", "__sub__"), inplace="sub_",
-    example=lambda r: (r.standard_normal((3, 5)), r.standard_normal(5), {'alpha': 2}))
+    example=(lambda r: (r.standard_normal((3, 5)), r.standard_normal(5), {'alpha': 2}),
+             lambda r: (r.standard_normal((3, 5)), 1.5)))
 def sub(a, b, alpha=1):
     if alpha != 1:
         b = b * alpha
@@ -305,19 +307,22 @@ def rsub(a, b):
 
 
 @op(mg=True, method=("mul", "__mul__", "__rmul__"), inplace="mul_",
-    example=lambda r: (r.standard_normal((3, 5)), r.standard_normal(5)))
+    example=(lambda r: (r.standard_normal((3, 5)), r.standard_normal(5)),
+             lambda r: (r.standard_normal((3, 5)), 2.5)))
 def mul(a, b):
     if isinstance(b, Tensor) and isinstance(a, Tensor):  # two tensors: no scalar path to try
         return Mul.apply(*tensor_operands(a, b))
+    # a * x + (-0.0): adding -0.0 changes nothing, where + 0.0 would turn -0.0 into +0.0
     if isinstance(a, Tensor) and _is_scalar(b) and a.dtype.kind == "f":
-        return Affine.apply(a, alpha=float(b), beta=0.0)
+        return Affine.apply(a, alpha=float(b), beta=-0.0)
     if isinstance(b, Tensor) and _is_scalar(a) and b.dtype.kind == "f":
-        return Affine.apply(b, alpha=float(a), beta=0.0)
+        return Affine.apply(b, alpha=float(a), beta=-0.0)
     return Mul.apply(*tensor_operands(a, b))
 
 
 @op(mg=True, method=("div", "__truediv__"), inplace="div_",
-    example=lambda r: (r.standard_normal((3, 5)), divisors(r, (5,))))
+    example=(lambda r: (r.standard_normal((3, 5)), divisors(r, (5,))),
+             lambda r: (r.standard_normal((3, 5)), 3.0)))
 def div(a, b):
     if isinstance(a, Tensor) and _is_scalar(b) and b != 0:
         return DivScalar.apply(as_float(a), alpha=float(b))
@@ -332,11 +337,21 @@ def rdiv(a, b):
     return RDiv.apply(as_float(a), alpha=float(b))
 
 
+_POW_AS = {0.5: TABLE_FUNCTIONS["sqrt"], -0.5: TABLE_FUNCTIONS["rsqrt"],
+           2.0: TABLE_FUNCTIONS["square"], -1.0: lambda x: RDiv.apply(x, alpha=1.0)}
+"""The exponents PyTorch computes with another function (``pow_tensor_scalar``)."""
+
+
 @op(mg=True, method=("pow", "__pow__"), inplace="pow_", domain="positive",
-    example=lambda r: (r.uniform(0.5, 2, (3, 5)), r.standard_normal(5)))
+    example=(lambda r: (r.uniform(0.5, 2, (3, 5)), r.standard_normal(5)),
+             *(lambda r, e=e: (r.uniform(0.5, 2, (3, 5)), e) for e in (0.5, -0.5, 2, -1, 3))))
 def pow(a, b):
+    """``a ** b``. A float tensor to the power 0.5, -0.5, 2 or -1 is ``sqrt``, ``rsqrt``,
+    ``square`` or ``reciprocal``, as in PyTorch (so ``(-inf) ** 0.5`` is NaN, not C's inf)."""
     if isinstance(a, Tensor) and _is_scalar(b):
-        return PowScalar.apply(_scalar_promoted(a, b), alpha=float(b))
+        x = _scalar_promoted(a, b)
+        special = _POW_AS.get(float(b)) if x.dtype.kind == "f" else None
+        return special(x) if special else PowScalar.apply(x, alpha=float(b))
     return Pow.apply(*tensor_operands(a, b))
 
 
@@ -411,8 +426,10 @@ def leaky_relu(x, negative_slope=0.01):
 
 
 @op(mg=True, inplace="clamp_",
-    example=lambda r: (r.standard_normal((3, 5)), r.uniform(-2, -0.3, (5,)),
-                       r.uniform(0.3, 2, (3, 5))))
+    example=(lambda r: (r.standard_normal((3, 5)), r.uniform(-2, -0.3, (5,)),
+                        r.uniform(0.3, 2, (3, 5))),
+             lambda r: (r.standard_normal((3, 5)), -0.5, 0.5),
+             lambda r: (r.standard_normal((3, 5)), {"min": 0.0})))
 def clamp(x, min=None, max=None):
     """``min(max(x, min), max)``. Scalar bounds: one ``clamp`` map. Tensor bounds broadcast
     with x (composed of ``where``): the gradient flows to x where it lies within the bounds,

@@ -20,7 +20,8 @@ Registering an op:
 
   - ``example=``: a function of a NumPy ``Generator`` returning sample arguments (float
     arrays become float tensors, integer and bool arrays tensors of their dtype, also inside
-    lists; a dict last: keyword arguments);
+    lists; a dict last: keyword arguments), or a tuple of such functions, one per form the
+    op takes (a tensor operand and a scalar one);
   - ``torch=``: its PyTorch counterpart, a dotted name (``"torch.special.erf"``,
     ``"Tensor.view"``); by default the function of the same name (``torch.nn.functional.X``
     for an ``F`` op, else ``torch.X``, else the Tensor method); ``Unlike("why")`` where torch

@@ -133,9 +133,10 @@ def unary_sign(x, a, b):
 
 @cuda.jit(device=True)
 def unary_clamp(x, a, b):
-    """The reductions' NaN-propagating max and min (``blocks.max_nan``/``min_nan``), so a NaN
-    input stays NaN as in ``np.clip`` (the hardware ``max.f32``/``min.f32`` would drop it)."""
-    return min_nan(max_nan(x, a), b)
+    """Two selects, PyTorch's ``min(max(x, a), b)``: a NaN input fails both tests and stays
+    NaN (the hardware ``max.f32``/``min.f32`` would drop it), -0.0 is not below a 0 bound."""
+    y = a if x < a else x
+    return b if y > b else y
 
 
 # rounding and activations with split constants (op table entries of the same name)
