@@ -63,6 +63,11 @@ CORPUS = [
     # num_samples=int(1e10)) DataLoader; greedy evaluation and torch.save(state_dict, .pt)
     ("mingpt_adder", "mingpt/adder.py", "--data.ndigit=1 --trainer.max_iters=20 "
      "--trainer.num_workers=0 --trainer.batch_size=8", []),
+    # its character-level GPT: the same Trainer, and at step 0 500 characters sampled with
+    # torch.multinomial (top_k=10) and torch.save(model.state_dict(), "model.pt")
+    ("mingpt_chargpt", "mingpt/chargpt.py", "--model.model_type=None --model.n_layer=1 "
+     "--model.n_head=2 --model.n_embd=16 --data.block_size=16 --trainer.batch_size=4 "
+     "--trainer.max_iters=10 --trainer.num_workers=0", []),
     # yunjey/pytorch-tutorial: no options; sized by fakevision's small MNIST (64 images)
     *[(f"yunjey_{name}", f"yunjey/{name}/main.py", "", [])
       for name in ("feedforward", "logistic_regression", "linear_regression", "cnn", "rnn",

@@ -16,7 +16,7 @@ What the harness makes equal, so that the two runs can be compared step by step:
   buffers: PyTorch's run saves them (safetensors, keyed by the order the modules were built),
   minigpu's run loads them into its modules in place.
 * **Random draws.** In minigpu's run every random draw is taken from PyTorch's generator with
-  the call PyTorch makes for it (``randn``, ``rand``, ``randint``, ``randperm``, the in-place
+  the call PyTorch makes for it (``randn``, ``rand``, ``randint``, ``randperm``, ``multinomial``, the in-place
   ``normal_`` / ``uniform_`` fills and ``nn.init``, the dropout and Dropout2d masks, a
   DataLoader's order: its sampler's torch twin, with PyTorch's seeding, a minigpu
   ``Generator`` mirrored by a torch one), and ``manual_seed`` seeds both generators. minigpu's own counter-based generator gives other numbers for the
@@ -176,7 +176,7 @@ def _torch_random_draws(run):
     import minigpu
     from minigpu import creation
     from minigpu.nn import init, layers
-    from minigpu.ops import normalization
+    from minigpu.ops import normalization, sampling
     from minigpu.utils import data
 
     def to_mg(t, device):
@@ -200,6 +200,11 @@ def _torch_random_draws(run):
     def randperm(n, device=None, generator=None):
         return to_mg(torch.randperm(int(n), generator=mirror(generator)),
                      creation._device(device))
+
+    def multinomial(input, num_samples, replacement=False, *, generator=None):
+        weights = torch.from_numpy(input.detach().cpu().numpy().copy())
+        return to_mg(torch.multinomial(weights, num_samples, replacement,
+                                       generator=mirror(generator)), input.device)
 
     def fill(torch_fn):
         def in_place(tensor, *args, generator=None, **kwargs):
@@ -281,7 +286,8 @@ def _torch_random_draws(run):
     generator_seed = minigpu.Generator.manual_seed
     run.patch(minigpu.Generator, "manual_seed", generator_manual_seed)
     swaps = [(minigpu_manual_seed, manual_seed), (creation._random, random), (creation.randint, randint),
-             (creation.randperm, randperm), (normalization.dropout, dropout),
+             (creation.randperm, randperm), (sampling.multinomial, multinomial),
+             (normalization.dropout, dropout),
              (layers.feature_dropout, feature_dropout),
              (creation.uniform_, fill(torch.Tensor.uniform_)),
              (creation.normal_, fill(torch.Tensor.normal_))]
