@@ -549,16 +549,15 @@ class Array:
         f = _getframe(depth + 1)
         rec = (c, f.f_code.co_filename, f.f_lineno)
         w = e[0]
-        atomics_race = not plain_read_of_atomics_is_benign(self.space)
         if w is not None and w[0][0] is not c[0] and unordered(c, w[0]) and not (
-                e[3] is not None and not w[3] and any(o[0] is c for o in e[3])) and (
-                atomics_race or not w[3]):
+                e[3] is not None and not w[3] and any(o[0] is c for o in e[3])) and not (
+                w[3] and plain_read_of_atomics_is_benign(self.space)):
             # (benign when this thread stored the same value here in this interval: every
             # store since w wrote w's bytes, so the read sees them in any order)
             self._race(idx, w, "atomic write" if w[3] else "write", rec, "read")
         rival = e[4]
-        if atomics_race and rival is not None and rival[0][0] is not c[0] and \
-                unordered(c, rival[0]):
+        if rival is not None and rival[0][0] is not c[0] and unordered(c, rival[0]) and \
+                not plain_read_of_atomics_is_benign(self.space):
             self._race(idx, rival, "atomic write", rec, "read")
         r1, r2 = e[1], e[2]
         if r1 is None or r1[0][0] is c[0]:
