@@ -210,7 +210,8 @@ def pytest_counts(text: str) -> dict:
 
 
 def bench_numbers(path: Path) -> dict:
-    """Rows, errors, mismatches and the ratio to the reference library (geomean, min, max)."""
+    """Rows, errors, mismatches, the ratio to the reference library and measured / predicted
+    time (the counters' time model, each row's ``predicted_ms``): geomean, min, max."""
     if not path.is_file():
         return {}
     data = json.loads(path.read_text())
@@ -219,6 +220,12 @@ def bench_numbers(path: Path) -> dict:
     numbers = dict(rows=len(rows), errors=sum("error" in r for r in rows),
                    mismatches=sum(r.get("check") == "DIFFERS" for r in rows),
                    reference=meta.get("reference"), device=meta.get("device"))
+    predicted = [r["ms"] / r["predicted_ms"] for r in rows if r.get("predicted_ms")]
+    if predicted:   # the time model's calibration: measured / predicted
+        numbers.update(measured_over_predicted_geomean=round(
+            math.exp(sum(map(math.log, predicted)) / len(predicted)), 3),
+            measured_over_predicted_min=round(min(predicted), 3),
+            measured_over_predicted_max=round(max(predicted), 3))
     if ratios:
         numbers.update(vs_ref_geomean=round(math.exp(sum(map(math.log, ratios)) / len(ratios)),
                                             3),

@@ -183,7 +183,8 @@ def main(argv=None):
                    seconds_per_epoch=train_seconds / args.epochs, history=history)
     du.write_metrics(out, metrics)
     print(f"test accuracy {100 * test_acc:.2f}% ({metrics['test_errors']} errors) after "
-          f"{args.epochs} epochs, {train_seconds:.1f} s of training on {device}; "
+          f"{args.epochs} epoch{'s' if args.epochs != 1 else ''}, "
+          f"{train_seconds:.1f} s of training on {device}; "
           f"wrote {out}/metrics.json, model.safetensors, curves.png"
           f"{', misclassified.png' if len(wrong) else ''}")
     return metrics

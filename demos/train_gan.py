@@ -394,7 +394,8 @@ def main(argv=None):
     latent = mg.randn(num_eval, LATENT, device=device)
     samples = generate(generator, latent)
     du.image_grid(samples.numpy()[:64, 0], out / "samples.png", columns=16,
-                  title=f"generated digits after {args.epochs} epochs")
+                  title=f"generated digits after {args.epochs} "
+                        f"epoch{'s' if args.epochs != 1 else ''}")
     plot_progress(snapshots, out / "progress.png")
     plot_losses(history, out / "losses.png")
 

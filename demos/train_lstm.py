@@ -167,7 +167,8 @@ def run_rows(args):
     plot_curves(history, args.out / "curves.png", [("train_loss", "train loss")],
                 "cross-entropy")
     print(f"test accuracy {100 * history[-1]['test_accuracy']:.2f}% (train "
-          f"{100 * train_acc:.2f}%) after {args.epochs} epochs, {timer.seconds:.1f} s")
+          f"{100 * train_acc:.2f}%) after {args.epochs} "
+          f"epoch{'s' if args.epochs != 1 else ''}, {timer.seconds:.1f} s")
     return dict(bidirectional=args.bidirectional, hidden=hidden, batch_size=batch_size,
                 parameters=n_params, test_accuracy=history[-1]["test_accuracy"],
                 train_accuracy=train_acc, train_loss=history[-1]["train_loss"],

@@ -36,6 +36,7 @@ SECTIONS = {
     "Doing an exercise": "演習の進め方", "The pictures": "図の作り方",
     "Threads and launches (chapter 0)": "スレッドと起動（第 0 章）",
     "Global memory (chapter 1)": "グローバルメモリ（第 1 章）",
+    "Counters (chapter 1)": "カウンタ（第 1 章）",
     "Shared memory (chapters 2 and 3)": "共有メモリ（第 2・3 章）",
     "Warps at work (chapters 4 and 5)": "ワープの働き（第 4・5 章）",
     "Atomics and scans (chapters 6 and 7)": "アトミック操作とスキャン（第 6・7 章）",
@@ -47,8 +48,10 @@ SECTIONS = {
 
 # term -> the chapter that defines it (bold there, never used in an earlier chapter)
 TERMS = {"kernel": 0, "warp": 0, "lane": 0, "SM": 0, "memory-bound": 0, "guard": 0,
-         "sector": 1, "request": 1, "coalesced": 1, "L1": 1, "fuses": 1,
-         "shared memory": 2, "barrier": 2, "race": 2, "halo": 2,
+         "FMA": 0, "DRAM": 0,
+         "sector": 1, "request": 1, "coalesced": 1, "L1": 1, "fuses": 1, "register": 1,
+         "flops": 1,
+         "shared memory": 2, "barrier": 2, "race": 2, "halo": 2, "cycles": 2, "racecheck": 2,
          "bank": 3, "wavefront": 3, "bank conflict": 3, "padding": 3,
          "divergence": 4, "active mask": 4, "warp efficiency": 4, "reduction": 4,
          "shuffle": 5, "shuffle mask": 5, "warp per row": 5, "CSR": 5,
@@ -202,6 +205,35 @@ def test_terms_are_defined_before_use():
         assert f"**{term}**" in glossary, f"the glossary has no entry '{term}'"
 
 
+# the Japanese course's term list: a variant (left) never appears, the term (right) is used
+JA_TERMS = {"バンク競合": "バンクコンフリクト", "（fuses）": "融合", "触れ": "アクセスする",
+            "動かす": "転送する", "動かし": "転送し"}
+
+
+def test_japanese_terms_are_consistent():
+    for page in sorted(JA.glob("*.md")):
+        text = page.read_text(encoding="utf-8")
+        for variant, term in JA_TERMS.items():
+            assert variant not in text, f"ja/{page.name}: '{variant}' (write '{term}')"
+
+
+def test_every_term_and_counter_column_is_in_the_glossary():
+    """Each term of TERMS is bold in the glossary (the stem: "spills" as **spill**), and every
+    row of the counters' table is explained in chapter 1 and in both glossaries."""
+    from minigpu.simulator.counters import METRICS
+    glossary = (COURSE / "glossary.md").read_text(encoding="utf-8")
+    bold = " ".join(re.findall(r"\*\*([^*]+)\*\*", glossary)).lower()
+    for term in TERMS:
+        stem = re.sub(r"(es|s)$", "", term.lower()) if len(term) > 4 else term.lower()
+        assert stem in bold, f"the glossary defines no '{term}'"
+    chapter_1 = CHAPTERS[1].read_text(encoding="utf-8")
+    for page in (COURSE / "glossary.md", JA / "glossary.md", CHAPTERS[1], JA / CHAPTERS[1].name):
+        text = page.read_text(encoding="utf-8")
+        missing = [m for m in METRICS if f"`{m}" not in text and f" {m}`" not in text]
+        assert not missing, f"{page.relative_to(COURSE)} explains no {missing}"
+    assert "3.35 TB/s" in chapter_1 and "4.8 TB/s" in chapter_1 and "assumption" in chapter_1
+
+
 def _sections(text):
     return re.findall(r"^## (.*)$", text, re.M)
 
@@ -233,3 +265,30 @@ def test_japanese_page_is_in_sync(page):
         _resolved_links(page) ^ _resolved_links(ja)
     kana = len(re.findall(r"[\u3040-\u30ff\u4e00-\u9fff]", prose(ja_text)))
     assert kana > 0.3 * len(re.sub(r"\s", "", prose(ja_text))), f"{ja.name} is not Japanese"
+
+
+def test_predicted_time_model(tmp_path, monkeypatch):
+    """The counters' time model (chapter 1): launch overhead + the larger of bytes / DRAM
+    bandwidth and flops / FP32 peak, the bandwidth derated below 50 % occupancy; the benchmark
+    records it next to the measured time and gpu_run summarises measured / predicted."""
+    import json
+
+    from minigpu.simulator.counters import predicted_us
+    from minigpu.tools import bench
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import gpu_run
+    assert predicted_us(0) == 3.0 and predicted_us(0, launches=3) == 9.0
+    assert predicted_us(4.8e6) == pytest.approx(3 + 1.0)                 # 4.8 MB on an H200
+    assert predicted_us(3.35e6, gpu="h100") == pytest.approx(3 + 1.0)
+    assert predicted_us(4.8e6, flops=6.7e8) == pytest.approx(3 + 10.0)   # compute-bound
+    assert predicted_us(4.8e6, occupancy=0.25) == pytest.approx(3 + 2.0)
+    assert predicted_us(4.8e6, occupancy=0.75) == pytest.approx(3 + 1.0)
+    monkeypatch.setattr(bench, "_model_gpu", lambda: "h200")
+    from minigpu.tools.suites import Group
+    group = Group("g", "", "GB/s", 4.8e9, [])
+    assert bench._predicted(group) == dict(predicted_ms=pytest.approx(1.003), predicted_for="h200")
+    rows = [dict(ms=2.006, predicted_ms=1.003), dict(ms=1.003, predicted_ms=1.003), dict(ms=1.0)]
+    (tmp_path / "rows.json").write_text(json.dumps(dict(rows=rows, meta={})))
+    numbers = gpu_run.bench_numbers(tmp_path / "rows.json")
+    assert numbers["measured_over_predicted_max"] == 2.0
+    assert numbers["measured_over_predicted_geomean"] == pytest.approx(1.414, abs=1e-3)

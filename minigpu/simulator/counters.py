@@ -36,8 +36,13 @@ warp_efficiency
 sector_efficiency
     Requested bytes / fetched bytes over global requests (requested = the distinct bytes the
     lanes of a request asked for; fetched = 32 x its sectors).
-h200_time_us_estimate
-    A lower bound, an estimate: bytes moved / the H200's 4.8 TB/s DRAM bandwidth.
+h100_predicted_us, h200_predicted_us
+    A predicted time, not a measurement (:func:`predicted_us`, the model and its numbers in
+    :data:`GPUS`): launch overhead + the larger of bytes moved / DRAM bandwidth and FLOPs /
+    FP32 peak, the first divided by the achieved share of bandwidth that the occupancy allows
+    when it is known. The counters count no arithmetic and no occupancy, so here FLOPs are 0
+    and the occupancy is taken as enough: for a memory-bound kernel this is the time to
+    expect, within the model's assumptions (no cache hits, a grid that fills the GPU).
 
 Both paths of the simulator count, with one function (:func:`_count`), so their numbers are
 the same: ``fast.py``'s compiled path writes a log of its accesses, the checked path's array
@@ -55,7 +60,6 @@ import numpy as np
 
 from . import memory
 
-H200_DRAM_BYTES_PER_S = 4.8e12
 SECTOR = 32
 BANKS = 32
 WARP = 32
@@ -63,8 +67,44 @@ WARP = 32
 METRICS = ("global_load_requests", "global_load_sectors", "global_store_requests",
            "global_store_sectors", "shared_load_requests", "shared_load_wavefronts",
            "shared_store_requests", "shared_store_wavefronts", "barriers", "atomics",
-           "warp_efficiency", "bytes_moved", "sector_efficiency", "h200_time_us_estimate")
+           "warp_efficiency", "bytes_moved", "sector_efficiency", "h100_predicted_us",
+           "h200_predicted_us")
 COUNTS = METRICS[:10]
+
+
+# --- the time model ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class GPU:
+    """The numbers the time model uses for one GPU (NVIDIA's datasheets, SXM parts)."""
+    name: str
+    dram_bytes_per_s: float       # HBM bandwidth
+    fp32_flops_per_s: float       # FP32 peak without tensor cores (an FMA counts as 2)
+
+
+GPUS = {"h100": GPU("H100 SXM", 3.35e12, 67e12),      # HBM3 3.35 TB/s, FP32 67 TFLOPS
+        "h200": GPU("H200 SXM", 4.8e12, 67e12)}       # HBM3e 4.8 TB/s, the same GH100 SMs
+LAUNCH_US = 3.0
+"""Launch overhead per kernel, an assumption: a few microseconds from the launch call to the
+kernel's end for an empty kernel (the first GPU run of ``benchmarks/gpu_run.sh`` calibrates
+it: each benchmark row records its predicted time next to the measured one)."""
+SATURATING_OCCUPANCY = 0.5
+"""An assumption: from half the resident warps an SM can hold, enough loads are in flight to
+reach the DRAM bandwidth; below it the achieved bandwidth falls in proportion."""
+ASSUMPTIONS = (f"predicted = {LAUNCH_US:g} us launch + max(bytes / DRAM bandwidth, FLOPs / FP32 "
+               f"peak); H100 SXM 3.35 TB/s, H200 4.8 TB/s, 67 TFLOPS FP32; no cache hits; "
+               f"counters count no FLOPs")
+
+
+def predicted_us(bytes_moved, flops=0.0, gpu="h200", occupancy=None, launches=1) -> float:
+    """Predicted time in microseconds of ``launches`` kernel launches moving ``bytes_moved``
+    bytes of DRAM traffic and doing ``flops`` FP32 operations on ``gpu`` ("h100"/"h200"):
+    ``launches * LAUNCH_US + max(bytes / bandwidth, flops / peak)``, the bandwidth term
+    divided by ``min(1, occupancy / SATURATING_OCCUPANCY)`` when the theoretical occupancy is
+    given (:func:`minigpu.lessons.occupancy.theoretical_occupancy`)."""
+    g = GPUS[gpu]
+    share = 1.0 if occupancy is None else min(1.0, occupancy / SATURATING_OCCUPANCY)
+    memory = bytes_moved / (g.dram_bytes_per_s * max(share, 1e-3))
+    return launches * LAUNCH_US + max(memory, flops / g.fp32_flops_per_s) * 1e6
 
 
 @dataclass
@@ -80,8 +120,9 @@ class KernelCounters:
 
 
 def derive(counts: dict, requested_load: int, requested_store: int, lanes: int,
-           executions: int) -> dict:
-    """The full metrics dict from raw counts (also used to sum several launches). ``_raw``
+           executions: int, launches: int = 1) -> dict:
+    """The full metrics dict from raw counts of ``launches`` launches (also used to sum
+    several). ``_raw``
     keeps the raw numbers: requested load bytes, requested store bytes, active lanes and
     warp-level executions (for :func:`total` and per-direction efficiencies)."""
     m = {k: counts.get(k, 0) for k in COUNTS}
@@ -89,7 +130,8 @@ def derive(counts: dict, requested_load: int, requested_store: int, lanes: int,
     m["warp_efficiency"] = lanes / (WARP * executions) if executions else None
     m["bytes_moved"] = moved
     m["sector_efficiency"] = (requested_load + requested_store) / moved if moved else None
-    m["h200_time_us_estimate"] = moved / H200_DRAM_BYTES_PER_S * 1e6
+    for gpu in GPUS:
+        m[f"{gpu}_predicted_us"] = predicted_us(moved, gpu=gpu, launches=launches)
     m["_raw"] = (requested_load, requested_store, lanes, executions)
     return m
 
@@ -100,7 +142,7 @@ def total(entries, name="total") -> KernelCounters:
     raw = [sum(e.metrics["_raw"][i] for e in entries) for i in range(4)]
     grid = entries[0].grid if len(entries) == 1 else f"{len(entries)} launches"
     block = entries[0].block if len(entries) == 1 else ""
-    return KernelCounters(name, grid, block, derive(counts, *raw))
+    return KernelCounters(name, grid, block, derive(counts, *raw, launches=len(entries)))
 
 
 class Counters(list):
@@ -140,7 +182,8 @@ def table(entries, width=22):
     w0 = max(len(r[0]) for r in body + [header])
     ws = [max(len(r[i]) for r in body + [header]) for i in range(1, len(header))]
     line = lambda r: "  ".join([r[0].ljust(w0)] + [c.rjust(w) for c, w in zip(r[1:], ws)])
-    return "\n".join([line(header), "-" * len(line(header))] + [line(r) for r in body])
+    return "\n".join([line(header), "-" * len(line(header))] + [line(r) for r in body]
+                     + [f"({ASSUMPTIONS})"])
 
 
 # One row of a launch's access log, as both paths give it: the checked interpreter's

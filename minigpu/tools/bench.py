@@ -16,6 +16,9 @@ How it measures
     (share of the device-to-device copy bandwidth, for memory-bound rows) and ``vs torch``
     (``references.py``: PyTorch, or CuPy, when importable with a GPU; TF32 off).
     Variants that return a buffer are checked against the first variant (``check`` column).
+    On an H100 or H200 each row also gets ``predicted_ms``, the counters' time model
+    (:func:`minigpu.simulator.counters.predicted_us`: launch + the row's minimum bytes over
+    the DRAM bandwidth, or its FLOPs over the FP32 peak), printed next to the measured time.
 
 ``--smoke`` runs tiny sizes on Numba's CUDA simulator (the test suite does), to prove that every
 lesson and op runs end to end; there it times nothing (a simulated time means nothing) and
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import json
 import os
 import platform
@@ -34,7 +38,7 @@ import sys
 from pathlib import Path
 
 from .. import backends, lessons
-from ..simulator.counters import total
+from ..simulator.counters import GPUS, predicted_us, total
 from .suites import SUITES, Context
 from .timing import Timer, copy_bandwidth
 
@@ -83,6 +87,7 @@ def run_group(group, suite: str, timer, copy_gbps, ctx) -> list[dict]:
             continue
         rate = group.work / (ms * 1e-3) / (1e9 if group.unit != "samples/s" else 1)
         row.update(ms=ms, rate=rate, note=group.notes.get(name, ""))
+        row.update(_predicted(group))
         if first_ms is None:
             first_ms = ms
         row["x_first"] = first_ms / ms
@@ -106,6 +111,26 @@ def run_group(group, suite: str, timer, copy_gbps, ctx) -> list[dict]:
             rows.append(dict(suite=suite, group=group.name, variant=f"reference: {name}",
                              error=f"{type(exc).__name__}: {exc}"[:300], reference=True))
     return rows
+
+
+def _predicted(group) -> dict:
+    """{"predicted_ms": ...} of the counters' time model (one launch, the group's minimum
+    bytes or its FLOPs) on an H100 or H200, to compare with the measured ms; {} elsewhere."""
+    gpu = _model_gpu()
+    if gpu is None or group.unit == "samples/s":
+        return {}
+    work = dict(bytes_moved=group.work) if group.memory_bound else dict(bytes_moved=0,
+                                                                         flops=group.work)
+    return dict(predicted_ms=predicted_us(gpu=gpu, **work) / 1e3, predicted_for=gpu)
+
+
+@functools.lru_cache(maxsize=None)
+def _model_gpu():
+    from numba import cuda
+
+    name = cuda.get_current_device().name
+    name = name.decode() if isinstance(name, bytes) else str(name)
+    return next((g for g in GPUS if g in name.lower()), None)
 
 
 COUNTED = ("global_load_sectors", "global_store_sectors", "shared_load_wavefronts", "barriers",
@@ -154,6 +179,8 @@ def format_rows(rows, meta) -> str:
             out.append(f"  {row['variant']:60s} {row.get('note', '')}")
             continue
         cells = [f"{row['ms']:10.3f} ms", f"{row['rate']:10.1f} {row['unit']:9s}"]
+        if "predicted_ms" in row:
+            cells.append(f"predicted {row['predicted_ms']:.3f} ms")
         if not row.get("reference"):
             cells.append(f"x first {row['x_first']:5.2f}")
             if "pct_copy" in row:
