@@ -1,5 +1,6 @@
-"""The program corpus (tests/programs/): upstream PyTorch examples and tutorials, and programs
-written for torch elsewhere (minGPT, yunjey/pytorch-tutorial), each run under
+"""The program corpus (tests/programs/): upstream PyTorch examples and tutorials, programs
+written for torch elsewhere (minGPT, yunjey/pytorch-tutorial) and one written for it with
+``torch.compile`` (compile/main.py), each run under
 PyTorch and under minigpu in lockstep, their losses compared step by step.
 
 Each program is kept as written upstream except its import and data lines (marked
@@ -59,6 +60,9 @@ CORPUS = [
     ("cifar10_tutorial", "tutorials/cifar10_tutorial.py", "", []),
     ("sequence_models_tutorial", "tutorials/sequence_models_tutorial.py", "", []),
     ("deep_learning_tutorial", "tutorials/deep_learning_tutorial.py", "", []),
+    # written for the corpus in the style of PyTorch's torch.compile tutorial: a small CNN
+    # trained eagerly, then as torch.compile(model) (minigpu.compile: captured and replayed)
+    ("compile_tutorial", "compile/main.py", "", []),
     # karpathy/minGPT: a GPT trained by its Trainer through a RandomSampler(replacement=True,
     # num_samples=int(1e10)) DataLoader; greedy evaluation and torch.save(state_dict, .pt)
     ("mingpt_adder", "mingpt/adder.py", "--data.ndigit=1 --trainer.max_iters=20 "
