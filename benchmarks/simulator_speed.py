@@ -1,7 +1,8 @@
 """How fast the simulator runs the engine: stock Numba simulator, minigpu's checked path, its
 compiled path (``MINIGPU_SIM_FAST=always``) compiling its kernels, the same in a second process
-that loads them from the disk cache (``cached``), and the NumPy backend (``device="cpu"``), same
-run.
+that loads them from the disk cache (``cached``), the default policy a new user meets
+(``auto``: a fresh process, an empty cache of its own), and the NumPy backend
+(``device="cpu"``), same run.
 
 Each (path, work) pair runs in its own process (the stock simulator is chosen at import), with a
 wall-clock cap: a pair that does not finish within ``--cap`` seconds prints ``> cap``. The
@@ -28,9 +29,9 @@ import time
 
 import numpy as np
 
-WORKS = ["matmul128", "matmul512", "map1M", "sum1M", "conv2d", "lstm_step", "lenet_step",
+WORKS = ["matmul128", "matmul512", "map1M", "sum1M", "mapsum1M", "conv2d", "lstm_step", "lenet_step",
          "vae_step"]
-PATHS = ["stock", "checked", "fast", "cached", "numpy"]
+PATHS = ["stock", "checked", "fast", "cached", "auto", "numpy"]
 SLOW_SKIP = {("stock", "matmul512"), ("checked", "matmul512")}
 
 
@@ -42,10 +43,12 @@ def _work(name, mg, device):
         a = mg.tensor(rng.standard_normal((n, n)).astype(np.float32), device=device)
         b = mg.tensor(rng.standard_normal((n, n)).astype(np.float32), device=device)
         return lambda: (a @ b).numpy()
-    if name in ("map1M", "sum1M"):
+    if name in ("map1M", "sum1M", "mapsum1M"):
         x = mg.tensor(rng.standard_normal(1 << 20).astype(np.float32), device=device)
         if name == "map1M":
             return lambda: ((x.relu() + 1) * 0.5).numpy()
+        if name == "mapsum1M":
+            return lambda: ((x.relu() + 1) * 0.5).sum().numpy()
         return lambda: x.sum().numpy()
     if name == "conv2d":   # LeNet's second convolution at batch 64, forward
         conv = mg.nn.Conv2d(6, 16, 5).to(device)
@@ -125,11 +128,15 @@ def _python_loop(name):
                 for k in range(n):
                     s += ai[k] * b[k][j]
         return time.perf_counter() - start
-    if name in ("map1M", "sum1M"):
+    if name in ("map1M", "sum1M", "mapsum1M"):
         x = [random.random() - 0.5 for _ in range(1 << 20)]
         start = time.perf_counter()
         if name == "map1M":
             [(v if v > 0 else 0.0) + 1 for v in x]
+        elif name == "mapsum1M":
+            s = 0.0
+            for v in x:
+                s += ((v if v > 0 else 0.0) + 1) * 0.5
         else:
             s = 0.0
             for v in x:
@@ -157,7 +164,8 @@ def child(path, name, repeat, counting):
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
     if path == "stock":
         os.environ["MINIGPU_STOCK_SIMULATOR"] = "1"
-    os.environ["MINIGPU_SIM_FAST"] = "always" if path in ("fast", "cached") else "0"
+    os.environ["MINIGPU_SIM_FAST"] = {"fast": "always", "cached": "always", "auto": "auto"}.get(
+        path, "0")
     import minigpu as mg
     run = _work(name, mg, "cpu" if path == "numpy" else "cuda")
     counted = {}
@@ -173,7 +181,7 @@ def child(path, name, repeat, counting):
         t = time.perf_counter() - start
         best = t if best is None else min(best, t)
     taken = {}
-    if path in ("fast", "cached"):
+    if path in ("fast", "cached", "auto"):
         from minigpu.simulator import fast
         for kernel, counts in fast.STATS.items():
             for how, k in counts.items():
@@ -200,11 +208,13 @@ def main():
           + ("; every call under minigpu.cuda.counters()" if args.counters else ""))
     for name in args.only:
         # "fast" compiles into an empty cache of this work's own; "cached" is the next process,
-        # loading from it
+        # loading from it; "auto" starts from an empty cache of its own
         os.environ["MINIGPU_SIM_CACHE"] = tempfile.mkdtemp(prefix="minigpu-bench-cache-")
         loop = _python_loop(name)
         rows = {}
         for path in paths:
+            if path == "auto":
+                os.environ["MINIGPU_SIM_CACHE"] = tempfile.mkdtemp(prefix="minigpu-bench-cache-")
             if (path, name) in SLOW_SKIP:
                 rows[path] = "skipped (64x the 128^3 work)"
                 continue

@@ -10,6 +10,9 @@ import shutil
 import tempfile
 
 os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+# no background compiles (docs/simulator.md, "The compiled path"): the suite's kernels stay on
+# the checked path, whose proof it is, and its CPUs run tests, not compilers
+os.environ.setdefault("MINIGPU_SIM_BACKGROUND", "0")
 # the compiled path's disk cache: each test run starts empty, as on a fresh machine (the
 # xdist workers inherit the folder; the process that made it removes it at exit)
 if "MINIGPU_SIM_CACHE" not in os.environ:

@@ -138,3 +138,54 @@ def test_with_numbas_jit_disabled_every_launch_stays_checked(tmp_path):
                           timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.split() == ["64.0", "{'checked':", "1}"]
+
+
+BACKGROUND = r'''
+import json, logging, math, time
+import numpy as np
+from numba import cuda, float32
+import minigpu
+from minigpu.simulator import fast
+
+logging.basicConfig(level=logging.INFO)
+TILE = 8
+
+@cuda.jit
+def reversed_roots(x, out):
+    s = cuda.shared.array(TILE, float32)
+    t = cuda.threadIdx.x
+    i = cuda.blockIdx.x * TILE + t
+    s[t] = float32(math.sqrt(x[i]))
+    cuda.syncthreads()
+    out[i] = s[TILE - 1 - t] + x[i]
+
+x = np.arange(4 * TILE, dtype=np.float32)
+want = np.sqrt(x).reshape(4, TILE)[:, ::-1].ravel() + x
+right, deadline = [], time.time() + 400
+while fast.STATS["reversed_roots"]["fast"] < 2 and time.time() < deadline:
+    out = np.zeros_like(x)
+    reversed_roots[4, TILE](x, out)
+    right.append(bool(np.allclose(out, want)))
+    time.sleep(0.05)
+(driver,) = [d for (k, _), d in fast._COMPILED.items() if k is reversed_roots]
+print(json.dumps({"right": right, "paths": dict(fast.STATS["reversed_roots"]),
+                  "loaded": sum(driver.driver.stats.cache_hits.values()),
+                  "compiled": sum(driver.driver.stats.cache_misses.values())}))
+'''
+
+
+def test_auto_compiles_in_a_background_process_and_switches_when_the_cache_holds_it(tmp_path):
+    """A threshold of a microsecond: the first launch forks the compile after its first block
+    (the launcher's swaps of ``cuda`` and ``math`` in place, which the compile undoes), the
+    checked path serves until the process has filled the cache, then the kernel loads from it."""
+    env = {**os.environ, "MINIGPU_SIM_CACHE": str(tmp_path / "cache"), "MINIGPU_SIM_FAST": "auto",
+           "MINIGPU_SIM_BACKGROUND": "1e-6", "NUMBA_ENABLE_CUDASIM": "1"}
+    script = tmp_path / "program.py"
+    script.write_text(BACKGROUND)
+    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    r = json.loads(proc.stdout.splitlines()[-1])
+    assert "compiling in a background process" in proc.stderr
+    assert r["paths"]["checked"] >= 1 and r["paths"]["fast"] == 2 and all(r["right"])
+    assert r["loaded"] == 1 and r["compiled"] == 0   # the background process compiled it

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from numba import cuda, float32
 
-from minigpu.simulator import config, fast, rules
+from minigpu.simulator import config, fast, fastmem, rules
 from minigpu.simulator.counters import counters
 from minigpu.simulator.errors import OutOfBoundsError, RaceError, UninitializedReadError
 
@@ -430,3 +430,61 @@ def test_every_lesson_variant_runs_compiled_with_the_checked_paths_result(experi
             assert all(any("float16" in p for p in ps) for ps in paths.values()), paths
         else:
             assert all(ps == {"fast"} for ps in paths.values()), (variant.name, paths)
+
+
+@cuda.jit
+def annotated_scale(x, out):
+    i: int = cuda.grid(1)
+    total: float32
+    scaled: float32 = x[i] * float32(3)
+    out[i]: float32 = scaled + float32(1)
+
+
+def test_annotated_assignments_run_compiled(compiled, monkeypatch):
+    """``x: T = v`` is an assignment (Numba does not evaluate the annotation), ``x: T`` alone
+    nothing: both take the compiled path, with the checked path's result."""
+    x = np.arange(2 * TILE, dtype=np.float32)
+    out = np.zeros_like(x)
+    annotated_scale[2, TILE](x, out)
+    assert dict(compiled["annotated_scale"]) == {"fast": 1}
+    monkeypatch.setattr(config, "FAST", "0")
+    ref = np.zeros_like(x)
+    annotated_scale[2, TILE](x, ref)
+    np.testing.assert_array_equal(out, ref)
+    np.testing.assert_array_equal(out, x * 3 + 1)
+
+
+@cuda.jit
+def bit_counts(x, out):
+    i = cuda.grid(1)
+    v = x[i]
+    out[i, 0] = cuda.popc(v)
+    out[i, 1] = cuda.ffs(v)
+    out[i, 2] = cuda.clz(v)
+    out[i, 3] = cuda.brev(v)
+
+
+@pytest.mark.parametrize("dtype", [np.uint32, np.int64])
+def test_bit_intrinsics_run_compiled_with_the_checked_paths_result(compiled, monkeypatch,
+                                                                   dtype):
+    """``cuda.popc/ffs/clz/brev`` of 32-bit values run compiled; a negative value (which the
+    checked path's Python counts otherwise than a GPU) is suspected and runs checked."""
+    edges = [0, 1, 2, 3, 8, 255, 1 << 31, (1 << 32) - 1, 0x80000001, 0x12345678]
+    rng = np.random.default_rng(1)
+    x = np.array(edges + list(rng.integers(0, 1 << 32, 2 * TILE - len(edges))), dtype)
+    out = np.zeros((x.size, 4), np.int64)
+    bit_counts[2, TILE](x, out)
+    assert dict(compiled["bit_counts"]) == {"fast": 1}
+    monkeypatch.setattr(config, "FAST", "0")
+    ref = np.zeros_like(out)
+    bit_counts[2, TILE](x, ref)
+    np.testing.assert_array_equal(out, ref)
+    bits = [format(int(v), "032b") for v in x]
+    np.testing.assert_array_equal(out[:, 0], [b.count("1") for b in bits])
+    np.testing.assert_array_equal(out[:, 3], [int(b[::-1], 2) for b in bits])
+    if dtype is np.int64:   # the verdict is the checked path's: its brev refuses "-101"
+        monkeypatch.setattr(config, "FAST", "always")
+        x[3] = -5
+        with pytest.raises(ValueError, match="invalid literal"):
+            bit_counts[2, TILE](x, out)
+        assert compiled["bit_counts"]["fallback: " + fastmem.SUSPECTS[fastmem.BITS]] == 1

@@ -20,6 +20,11 @@
   barrier inside a branch or loop whose condition differs between threads). Default: off.
   Read at each barrier (``config.STRICT``), so a program may switch it in-process:
   ``minigpu.simulator.config.STRICT = True``.
+- ``MINIGPU_SIM_BACKGROUND=<seconds>|0``: under ``auto``, a kernel whose checked launches
+  cost this much (default 2 s; the running launch's predicted whole counts) starts compiling in
+  a forked process that fills the disk cache while the checked path serves, and switches when
+  it is done; ``0`` turns that off (the test suite does, to keep its kernels on the checked
+  path and its CPUs its own).
 - ``MINIGPU_STOCK_SIMULATOR=1`` leaves Numba's simulator stock (to compare with it); read by
   ``install()`` when it runs.
 """
@@ -27,5 +32,6 @@ import os
 
 CHECKS = os.environ.get("MINIGPU_SIM_CHECKS", "1") != "0"
 FAST = os.environ.get("MINIGPU_SIM_FAST", "auto")
+BACKGROUND = float(os.environ.get("MINIGPU_SIM_BACKGROUND", "2"))
 SEED = int(os.environ.get("MINIGPU_SIM_SEED", "0"))
 STRICT = os.environ.get("MINIGPU_SIM_STRICT", "0") == "1"

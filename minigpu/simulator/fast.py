@@ -36,11 +36,13 @@ the checked path.
 from __future__ import annotations
 
 import ast
+import builtins
 import collections
 import copy
 import itertools
 import logging
 import math
+import os
 import re
 import time
 
@@ -84,12 +86,14 @@ _CTX = {"threadIdx": TX, "blockIdx": BX, "blockDim": BDX, "gridDim": GDX}
 
 _cuda = None          # the numba.cuda module, set by bind()
 _kernel_class = None  # the simulator's FakeCUDAKernel, set by bind()
+_cuda_module_class = ()   # the simulator's FakeCUDAModule (what a launch swaps in), by bind()
 
 
 def bind(cuda, kernel_class):
     """``install()`` tells this module what ``numba.cuda`` and a simulated kernel are."""
-    global _cuda, _kernel_class
-    _cuda, _kernel_class = cuda, kernel_class
+    global _cuda, _kernel_class, _cuda_module_class
+    from numba.cuda.simulator.kernelapi import FakeCUDAModule
+    _cuda, _kernel_class, _cuda_module_class = cuda, kernel_class, FakeCUDAModule
 
 
 def _is_cuda(node, ns):
@@ -208,6 +212,8 @@ class Rewrite(ast.NodeTransformer):
             return self._access(name, node, args)
         if path == ["const", "array_like"]:
             return args[0]
+        if len(path) == 1 and path[0] in fastmem.BIT_INTRINSICS and len(args) == 1:
+            return _call(f"__{path[0]}", [args[0], ast.Name("__F", ast.Load())])
         if len(path) == 1 and path[0] in fastmem.SHUFFLES and len(args) == 3:
             if not self.kernel:
                 raise Ineligible("a warp shuffle in a device function not inlined")
@@ -305,7 +311,11 @@ class Rewrite(ast.NodeTransformer):
         return node
 
     def visit_AnnAssign(self, node):
-        raise Ineligible("an annotated assignment")
+        """``x: float32 = v`` is ``x = v``, as Numba compiles it (the annotation is not
+        evaluated); ``x: float32`` alone is nothing."""
+        if node.value is None:
+            return ast.Pass()
+        return self.visit_Assign(ast.copy_location(ast.Assign([node.target], node.value), node))
 
     def visit_Raise(self, node):
         raise Ineligible("raise")
@@ -367,6 +377,10 @@ def _is_device_function(obj):
 
 
 def _namespace(fn):
+    """``fn``'s globals and closure variables as they are outside a launch: during a checked
+    launch (a background compile starts in one, :func:`checked_block`) the launcher has swapped
+    in the simulator's ``cuda``, IEEE ``math`` and device builtins, which are put back here
+    (its NumPy scalar types stand for Numba's: the same casts, the same cache key)."""
     ns = dict(fn.__globals__)
     if fn.__closure__:
         for name, cell in zip(fn.__code__.co_freevars, fn.__closure__):
@@ -374,7 +388,20 @@ def _namespace(fn):
                 ns[name] = cell.cell_contents
             except ValueError:
                 pass
+    for name, value in list(ns.items()):
+        if isinstance(value, _cuda_module_class):
+            ns[name] = _cuda
+        elif id(value) in _IEEE_ORIGINALS:
+            ns[name] = _IEEE_ORIGINALS[id(value)]
+        elif name in _BUILTIN_NAMES and getattr(value, "__module__", "").startswith(__package__):
+            del ns[name]   # a device builtin swapped in (round, print): the builtin again
     return ns
+
+
+_IEEE_ORIGINALS = {id(ieee.SWAPS[id(v)]): v for v in [math, *vars(math).values()]
+                   if id(v) in ieee.SWAPS}
+"""id(IEEE replacement) -> the ``math`` module or function it stands in for."""
+_BUILTIN_NAMES = frozenset(vars(builtins))
 
 
 def _function_def(fn):
@@ -599,6 +626,7 @@ _HELPERS = {
     **{f"__{f.__name__}": getattr(np, f.__name__) for f in ROUNDING},
     **{f"__atomic_{k}": v for k, v in fastmem.ATOMICS.items()},
     **{f"__{k}": v for k, v in fastmem.DIVISIONS.items()},
+    **{f"__{k}": v for k, v in fastmem.BIT_INTRINSICS.items()},
 }
 
 
@@ -780,6 +808,18 @@ class Compiled:
         """Run the launch; its flags (:data:`.fastmem.SUSPECT`: the suspect's number in
         :data:`.fastmem.SUSPECTS`, 0 if none; the accesses logged into ``log``, the barriers
         completed)."""
+        args = self._arguments(values, order, dims, log)
+        self.driver(*args)
+        return args[len(values) + 2]
+
+    def load(self, values):
+        """Compile (or load from the disk cache) the driver's machine code for these argument
+        values' types now, without running it."""
+        dims = np.ones(6, np.int64)
+        args = self._arguments(values, np.zeros((1, 3), np.int64), dims, fastmem.NO_LOG)
+        self.driver.compile(tuple(typeof(a) for a in args))
+
+    def _arguments(self, values, order, dims, log):
         nt = int(dims[0] * dims[1] * dims[2])
         extra = [fastmem.make_buf(np.empty(shape, dt), SHARED, log, -1 - k)
                  for k, (shape, dt) in enumerate(self.shared.values())]
@@ -787,10 +827,9 @@ class Compiled:
                   for shape, dt in self.local.values()]
         extra += [np.zeros(nt, dt) for dt in self.carried.values()]
         flags = np.zeros(fastmem.FLAGS, np.int64)
-        self.driver(*values, order, dims, flags, *extra, np.zeros(16, np.int64),
-                    np.ones(nt, np.bool_), np.ones(nt, np.bool_),
-                    np.zeros((max(2 * self.branches, 1), nt), np.bool_))
-        return flags
+        return [*values, order, dims, flags, *extra, np.zeros(16, np.int64),
+                np.ones(nt, np.bool_), np.ones(nt, np.bool_),
+                np.zeros((max(2 * self.branches, 1), nt), np.bool_)]
 
 
 class KernelCompiler:
@@ -1108,6 +1147,7 @@ _COMPILED = {}     # (kernel, signature) -> driver, or Ineligible / Exception te
 _SPENT = collections.defaultdict(float)   # (kernel, signature) -> checked seconds
 _PER_THREAD = {}   # kernel -> checked seconds per thread, last measured
 _HINTS = {}        # (kernel, signature) -> what the disk cache says (:func:`.fastcache.hint`)
+_BACKGROUND = {}   # (kernel, signature) -> pid of the process compiling it, 0 once it ended
 
 
 def _data(arg):
@@ -1166,22 +1206,20 @@ def try_launch(kernel, name, fake_args, grid_dim, block_dim, points):
     driver, started = _COMPILED.get(key), time.perf_counter()
     threads = len(points) * block_dim[0] * block_dim[1] * block_dim[2]
     if driver is None:
+        _background_ended(key)
         if key not in _HINTS:
             _HINTS[key] = fastcache.hint(kernel, sig)
         hint = _HINTS[key]
-        predicted = threads * _PER_THREAD.get(kernel, FIRST_GUESS)
+        predicted = _SPENT[key] + threads * _PER_THREAD.get(kernel, FIRST_GUESS)
         if hint:
-            driver = _COMPILED[key] = hint
-        elif hint is None and mode != "always" and _SPENT[key] + predicted < AUTO_SECONDS:
-            return False
+            driver = _take(name, key, hint)
+        elif hint is None and mode != "always" and (_BACKGROUND.get(key)
+                                                     or predicted < AUTO_SECONDS):
+            if predicted >= config.BACKGROUND:
+                _start_background(name, key, fake_args)
+            return False   # the checked path serves (while the compile runs, if it does)
         else:
-            driver = _COMPILED[key] = _compile(kernel, fake_args)
-            if not isinstance(driver, str):
-                logger.info("%s: %s", name, "loading from the disk cache" if driver.cached else
-                            "compiling for the compiled path (once per machine and argument "
-                            "types: the disk cache keeps it)")
-        if isinstance(driver, str):
-            logger.info("%s: stays on the checked path (%s)", name, driver)
+            driver = _take(name, key, _compile(kernel, fake_args))
     if isinstance(driver, str):
         stats[driver] += 1
         return False
@@ -1222,8 +1260,7 @@ def try_launch(kernel, name, fake_args, grid_dim, block_dim, points):
             logger.info("%s: on the compiled path after %.1f s (its first launch included)",
                         name, time.perf_counter() - started)
     except NumbaError as exc:   # it compiles at its first call: it never will
-        _COMPILED[key] = f"ineligible: compile failed ({type(exc).__name__}: " \
-                         f"{str(exc).splitlines()[-1][:200]})"
+        _COMPILED[key] = _failure(exc)
         fastcache.remember_failure(kernel, sig, _COMPILED[key])
         logger.info("%s: stays on the checked path (%s)", name, _COMPILED[key])
         reason = "it does not compile"
@@ -1242,22 +1279,133 @@ def try_launch(kernel, name, fake_args, grid_dim, block_dim, points):
     return False
 
 
+def _take(name, key, driver):
+    """Keep ``driver`` (compiled, or why not) as the kernel's for these argument types; log it."""
+    _COMPILED[key] = driver
+    if isinstance(driver, str):
+        logger.info("%s: stays on the checked path (%s)", name, driver)
+    else:
+        logger.info("%s: %s", name, "loading from the disk cache" if driver.cached else
+                    "compiling for the compiled path (once per machine and argument types: the "
+                    "disk cache keeps it)")
+    return driver
+
+
+def _values(fake_args):
+    return [a if _data(a) is None else fastmem.make_buf(_data(a)) for a in fake_args]
+
+
 def _compile(kernel, fake_args):
     if getattr(kernel, "_debug", False):
         return "ineligible: debug=True (a float division by zero raises)"
     try:
-        return KernelCompiler(kernel.fn).compile(
-            [a if _data(a) is None else fastmem.make_buf(_data(a)) for a in fake_args])
+        return KernelCompiler(kernel.fn).compile(_values(fake_args))
     except Ineligible as exc:
         return f"ineligible: {exc}"
     except Exception as exc:
         return f"ineligible: compile failed ({type(exc).__name__}: {str(exc)[:200]})"
 
 
+def _failure(exc):
+    return (f"ineligible: compile failed ({type(exc).__name__}: "
+            f"{str(exc).splitlines()[-1][:200]})")
+
+
+def _start_background(name, key, fake_args):
+    """Fork a process that compiles the kernel for these arguments into the disk cache and
+    exits (:func:`_compile_and_exit`); this one goes on, on the checked path, and switches
+    when the process has ended (its hint is then on disk). Nothing where there is no ``fork``,
+    no disk cache, Numba's JIT is off or ``MINIGPU_SIM_BACKGROUND=0``."""
+    if (not config.BACKGROUND or key in _BACKGROUND or key in _COMPILED
+            or _HINTS.get(key) is not None or numba_config.DISABLE_JIT or not hasattr(os, "fork")
+            or fastcache.directory() is None):
+        return
+    if not all(_background_ended(k) for k, pid in list(_BACKGROUND.items()) if pid):
+        return   # one at a time: this kernel's turn comes at a later launch
+    pid = os.fork()
+    if pid == 0:
+        _compile_and_exit(key, fake_args)
+    _BACKGROUND[key] = pid
+    logger.info("%s: compiling in a background process (pid %d); the checked path runs it "
+                "until the disk cache holds it", name, pid)
+
+
+def _compile_and_exit(key, fake_args):
+    """The forked process: compile, write the disk cache and the kernel's hint (or why it does
+    not compile), exit. Its output goes nowhere and it holds none of the parent's files."""
+    kernel, sig = key
+    try:
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        os.closerange(3, 1 << 16)
+        logging.disable(logging.CRITICAL)
+        driver = _compile(kernel, fake_args)
+        if isinstance(driver, str):
+            fastcache.remember_failure(kernel, sig, driver)
+        elif driver.key is not None:   # else it cannot be cached: the parent compiles it
+            driver.load(_values(fake_args))
+            fastcache.remember(driver.key, driver.carried, kernel, sig)
+    except NumbaError as exc:
+        fastcache.remember_failure(kernel, sig, _failure(exc))
+    except BaseException:
+        pass
+    finally:
+        os._exit(0)
+
+
+def _background_ended(key, wait=0.0):
+    """True when the background compile of ``key`` has ended (once: then it is forgotten),
+    waiting up to ``wait`` seconds for it."""
+    pid = _BACKGROUND.get(key)
+    if not pid:
+        return False
+    deadline = time.perf_counter() + wait
+    while True:
+        try:
+            ended = os.waitpid(pid, os.WNOHANG)[0] == pid
+        except ChildProcessError:
+            ended = True
+        if ended:
+            _BACKGROUND[key] = 0
+            _HINTS.pop(key, None)   # its next launch reads the disk cache's hint again
+            return True
+        if time.perf_counter() >= deadline:
+            return False
+        time.sleep(0.02)
+
+
+def checked_block(kernel, name, fake_args, done, total, started):
+    """After each block of a checked launch: under ``auto``, start the background compile as
+    soon as the launch promises to cost ``config.BACKGROUND`` seconds (its time so far, scaled
+    to all its blocks)."""
+    if config.FAST == "auto" and config.BACKGROUND and (time.perf_counter() - started) * total \
+            >= config.BACKGROUND * done:
+        sig = _signature(fake_args)
+        if sig is not None:
+            _start_background(name, (kernel, sig), fake_args)
+
+
 def checked_time(kernel, name, fake_args, threads, seconds):
-    """Record a checked launch's cost (for ``auto``'s decision)."""
+    """Record a checked launch's cost (for ``auto``'s decision). Under ``auto``, a kernel whose
+    checked launches have cost ``config.BACKGROUND`` seconds compiles in the background
+    (:func:`_start_background`); a launch that alone cost that much waits at its end for the
+    compile, at most as long as it ran (a kernel that large is almost always launched again),
+    and loads it for the next launch."""
     sig = _signature(fake_args)
     STATS[name]["checked"] += 1
-    if sig is not None:
-        _SPENT[(kernel, sig)] += seconds
-        _PER_THREAD[kernel] = seconds / max(threads, 1)
+    if sig is None:
+        return
+    key = (kernel, sig)
+    _SPENT[key] += seconds
+    _PER_THREAD[kernel] = seconds / max(threads, 1)
+    if config.FAST != "auto" or not config.BACKGROUND or key in _COMPILED:
+        return
+    if _SPENT[key] >= config.BACKGROUND:
+        _start_background(name, key, fake_args)
+    if seconds >= config.BACKGROUND and _background_ended(key, wait=seconds):
+        _HINTS[key] = fastcache.hint(kernel, sig)
+        if _HINTS[key] == "":
+            driver = _take(name, key, _compile(kernel, fake_args))
+            if not isinstance(driver, str):
+                driver.load(_values(fake_args))

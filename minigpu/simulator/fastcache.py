@@ -103,6 +103,8 @@ def describe(value):
     fn = getattr(value, "py_func", None) or getattr(value, "fn", None) or value
     if isinstance(fn, types.FunctionType):
         return f"function {fn.__module__}.{fn.__qualname__} {_code(fn)}"
+    if isinstance(value, (numba.core.types.Float, numba.core.types.Integer)):
+        return f"scalar type {value}"   # as NumPy's (a launch swaps them): the same casts
     if isinstance(value, numba.core.types.Type):
         return f"numba type {value}"
     return None

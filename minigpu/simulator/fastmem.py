@@ -48,8 +48,10 @@ SUSPECTS = {1: "an index outside the array", 2: "a load of never-written memory"
             3: "two threads' accesses not ordered by a barrier", 4: "an integer division by zero",
             5: "a barrier or warp intrinsic not reached by every thread alike",
             6: "a loop that ran 2**24 times in one thread of one region (a spin on another "
-               "thread's write: the compiled path runs that thread only after it)"}
-OUTSIDE, POISON, CONFLICT, DIVIDE, DIVERGENT, RUNAWAY = 1, 2, 3, 4, 5, 6
+               "thread's write: the compiled path runs that thread only after it)",
+            7: "a bit intrinsic (popc, ffs, clz, brev) of a negative value or one of more "
+               "than 32 bits (the checked path's Python counts those otherwise)"}
+OUTSIDE, POISON, CONFLICT, DIVIDE, DIVERGENT, RUNAWAY, BITS = 1, 2, 3, 4, 5, 6, 7
 MANY = -1           # more than one reader (``rt``), or readers of several blocks (``rb``)
 ATOMIC_MIXED = -(2 ** 62)  # ``wt`` of an element updated atomically by several blocks
 _INLINE = {"forceinline": True}
@@ -482,6 +484,67 @@ def _divide_overload(expr):
 DIVISIONS = {"Div": _divide_overload("a / b"), "FloorDiv": _divide_overload("a // b"),
              "Mod": _divide_overload("a % b")}
 """The AST operator name -> its compiled stand-in."""
+
+
+# ----------------------------------------------------------------------------- bit intrinsics
+# ``cuda.popc/ffs/clz/brev`` of a 32-bit value as the checked path computes them (Python on the
+# value's bits); a negative value, or one of more than 32 bits, is suspect.
+
+@njit(**_INLINE)
+def _bits_suspect(v, F):
+    if v < 0 or v >> 32:
+        F[SUSPECT] = BITS
+        return True
+    return False
+
+
+@njit(**_INLINE)
+def popc(v, F):
+    """The number of bits set."""
+    n = 0
+    if not _bits_suspect(v, F):
+        while v:
+            n += v & 1
+            v >>= 1
+    return n
+
+
+@njit(**_INLINE)
+def ffs(v, F):
+    """The position of the lowest bit set, counted from 1; 0 when none is."""
+    n = 0
+    if v and not _bits_suspect(v, F):
+        n = 1
+        while not v & 1:
+            v >>= 1
+            n += 1
+    return n
+
+
+@njit(**_INLINE)
+def clz(v, F):
+    """The zero bits above the highest bit set, of 32."""
+    n = 32
+    if not _bits_suspect(v, F):
+        while v:
+            v >>= 1
+            n -= 1
+    return n
+
+
+@njit(**_INLINE)
+def brev(v, F):
+    """The 32 bits in reverse order."""
+    r = 0
+    if not _bits_suspect(v, F):
+        for _ in range(32):
+            r = (r << 1) | (v & 1)
+            v >>= 1
+    return r
+
+
+BIT_INTRINSICS = {"popc": popc, "ffs": ffs, "clz": clz, "brev": brev}
+"""``cuda.<name>`` -> its compiled stand-in (called with the launch's flags)."""
 
 
 # ----------------------------------------------------------------------------- warps
