@@ -1,11 +1,18 @@
 """The PyTorch example programs of the corpus (``tests/programs``), timed: PyTorch CPU against
-minigpu's cpu device, each program run unchanged (it imports ``minigpu as torch``).
+minigpu's cpu device, eager and captured, each program run unchanged (it imports ``minigpu as
+torch``).
 
     python benchmarks/program_steps.py [--steps 20] [--warmup 5] [--repeat 2] [--threads 1]
                                        [--only NAME ...]
 
-Each (program, library) runs in a process of its own, ``--repeat`` times, alternating the two
-libraries. The PyTorch run maps ``import minigpu`` to ``torch`` with the import hook of
+Each (program, library) runs in a process of its own, ``--repeat`` times, alternating the
+libraries. "captured" is minigpu with every module call the program makes itself (a call from
+its own files, not one inside another such call: the model, a loss module) going through
+``minigpu.compile`` of that module (one per module): forward and backward captured on the first
+call per guard key and replayed afterwards; the loss's ``backward()`` replays, the optimizer
+runs eagerly. The losses of the first ``--warmup`` backward calls must equal eager minigpu's
+bit for bit (a mismatch is printed loudly), and each program's graphs and graph breaks are
+reported. The PyTorch run maps ``import minigpu`` to ``torch`` with the import hook of
 ``tests/programs/lockstep.py`` (its ``_TorchAlias``; the program's directory, arguments and
 working directory also come from there). A run times the program's ``Tensor.backward()``
 calls: after ``--warmup`` of them, the wall time from one call to the call ``--steps`` later,
@@ -52,6 +59,7 @@ CORPUS = {
     "mnist_forward_forward": ("mnist_forward_forward/main.py", "--no_accel --log-interval 1000"),
     "quickstart_tutorial": ("tutorials/quickstart_tutorial.py", ""),
 }
+LIBRARIES = ("torch", "minigpu", "captured")
 BACKWARD_CALLS = {"time_sequence_prediction": 20}
 """Programs that make few backward calls with their options (one LBFGS step: 20 closures):
 their warm-up and timed steps are cut to fit, so that the timed ones stay inside one step."""
@@ -83,27 +91,62 @@ def _lockstep():
     return module
 
 
+def _compile_the_programs_modules(minigpu) -> list:
+    """Route each module call made from the program's own files (outside another such call)
+    through ``minigpu.compile`` of that module; the list collects the compiled ones."""
+    call, compiled, depth = minigpu.nn.Module.__call__, {}, [0]
+
+    def captured_call(self, *args, **kwargs):
+        if depth[0] or not sys._getframe(1).f_code.co_filename.startswith(PROGRAMS):
+            return call(self, *args, **kwargs)
+        if id(self) not in compiled:
+            compiled[id(self)] = minigpu.compile(self)
+        depth[0] += 1
+        try:
+            return compiled[id(self)](*args, **kwargs)
+        finally:
+            depth[0] -= 1
+
+    minigpu.nn.Module.__call__ = captured_call
+    return compiled
+
+
+def _graphs(compiled) -> dict:
+    """How the compiled modules fared: guard keys captured, and each graph break's reason."""
+    keys = [k for c in compiled.values() for k in c.graphs]
+    breaks = sorted({f"{type(c._orig_mod).__name__}: {str(e)[:90]}"
+                     for c in compiled.values() for e in c.graph_breaks()})
+    return {"captured": len(keys) - sum(len(c.graph_breaks()) for c in compiled.values()),
+            "broken": sum(len(c.graph_breaks()) for c in compiled.values()), "breaks": breaks}
+
+
 def child(library, name, args):
-    """One run: {"ms": ms per step, "peak": bytes, "steps": steps timed} or {"error": ...}."""
+    """One run: {"ms": ms per step, "peak": bytes, "steps": steps timed, "losses": the first
+    ``warmup`` ones} (with "graphs" for the captured side) or {"error": ...}."""
     import torch
     torch.set_num_threads(args.threads)
     import peak_memory
     lockstep = _lockstep()
+    compiled = None
     if library == "torch":
         sys.meta_path.insert(0, lockstep._TorchAlias())
         tensor = torch.Tensor
     else:
         import minigpu
         tensor = minigpu.Tensor
+        if library == "captured":
+            compiled = _compile_the_programs_modules(minigpu)
     program, options = CORPUS[name]
     program = os.path.join(PROGRAMS, program)
     available = BACKWARD_CALLS.get(name, args.warmup + args.steps + 2)
     warmup = min(args.warmup, available // 4)
     steps = min(args.steps, available - warmup - 2)
-    stamps, backward, meter = [], tensor.backward, peak_memory.PeakMemory(library)
-    ran = set()
+    meter = peak_memory.PeakMemory("torch" if library == "torch" else "minigpu")
+    stamps, backward, losses, ran = [], tensor.backward, [], set()
 
     def timed_backward(self, *a, **k):
+        if len(stamps) < warmup:  # before the timed steps: the loss, to compare
+            losses.append(self.item())
         stamps.append(time.perf_counter())
         ran.add(type(self).__module__.split(".")[0])
         if len(stamps) == warmup + steps + 1:
@@ -122,12 +165,16 @@ def child(library, name, args):
                 runpy.run_path(program, run_name="__main__")
         except _Enough:
             pass
-    if ran != {library}:
-        return {"error": f"the program's tensors came from {sorted(ran)}, not {library}"}
+    wanted = "torch" if library == "torch" else "minigpu"
+    if ran != {wanted}:
+        return {"error": f"the program's tensors came from {sorted(ran)}, not {wanted}"}
     if len(stamps) < warmup + steps + 3:
         return {"error": f"only {len(stamps)} backward calls (wanted {warmup + steps + 2})"}
-    return {"ms": (stamps[warmup + steps] - stamps[warmup]) / steps * 1e3,
-            "peak": stamps[-1], "steps": steps}
+    result = {"ms": (stamps[warmup + steps] - stamps[warmup]) / steps * 1e3,
+              "peak": stamps[-1], "steps": steps, "losses": losses}
+    if compiled is not None:
+        result["graphs"] = _graphs(compiled)
+    return result
 
 
 def run_child(library, name, args):
@@ -156,13 +203,14 @@ def main(args):
           f"timed after {args.warmup} (fewer where a program makes fewer); peak MiB: the step "
           f"after them, tracemalloc (minigpu), torch.profiler allocator events (torch)")
     print(f"{'program':34s} {'torch ms':>9s} {'minigpu ms':>10s} {'ratio':>6s} "
-          f"{'torch MiB':>9s} {'minigpu MiB':>11s} {'ratio':>6s}")
-    ratios = []
+          f"{'captured ms':>11s} {'ratio':>6s} {'torch MiB':>9s} {'minigpu MiB':>11s} "
+          f"{'ratio':>6s}")
+    ratios, captured_ratios, notes = [], [], []
     for name in names:
-        runs = {"torch": [], "minigpu": []}
+        runs = {library: [] for library in LIBRARIES}
         errors = []
         for r in range(args.repeat):
-            for library in (("torch", "minigpu") if r % 2 == 0 else ("minigpu", "torch")):
+            for library in (LIBRARIES if r % 2 == 0 else LIBRARIES[::-1]):
                 result = run_child(library, name, args)
                 if "error" in result:
                     errors.append(f"{library}: {result['error']}")
@@ -171,14 +219,28 @@ def main(args):
         if errors or not all(runs.values()):
             print(f"{name:34s} error: {'; '.join(errors)[:200]}")
             continue
-        t, m = (min(r["ms"] for r in runs[lib]) for lib in ("torch", "minigpu"))
+        t, m, c = (min(r["ms"] for r in runs[lib]) for lib in LIBRARIES)
         tp, mp = (runs[lib][0]["peak"] / 2**20 for lib in ("torch", "minigpu"))
         ratios.append(m / t)
-        print(f"{name:34s} {t:9.2f} {m:10.2f} {m / t:5.2f}x {tp:9.2f} {mp:11.2f} "
-              f"{mp / tp if tp > 0 else float('nan'):5.2f}x")
+        captured_ratios.append(c / t)
+        print(f"{name:34s} {t:9.2f} {m:10.2f} {m / t:5.2f}x {c:11.2f} {c / t:5.2f}x "
+              f"{tp:9.2f} {mp:11.2f} {mp / tp if tp > 0 else float('nan'):5.2f}x")
+        eager, captured = runs["minigpu"][0], runs["captured"][0]
+        if eager["losses"] != captured["losses"]:
+            notes.append(f"!!! LOSS MISMATCH {name}: eager {eager['losses']} "
+                         f"captured {captured['losses']}")
+        graphs = captured["graphs"]
+        notes.append(f"{name}: {len(eager['losses'])} losses "
+                     f"{'equal' if eager['losses'] == captured['losses'] else 'DIFFER'}; "
+                     f"{graphs['captured']} guard keys captured, {graphs['broken']} broken"
+                     + "".join(f"\n    break {b}" for b in graphs["breaks"]))
     if ratios:
         print(f"geometric mean of the time ratios: {statistics.geometric_mean(ratios):.2f}x "
-              f"(max {max(ratios):.2f}x); load average {os.getloadavg()[0]:.1f} at the end")
+              f"(max {max(ratios):.2f}x); captured "
+              f"{statistics.geometric_mean(captured_ratios):.2f}x "
+              f"(max {max(captured_ratios):.2f}x); load average {os.getloadavg()[0]:.1f} "
+              f"at the end")
+    print("\n".join(notes))
 
 
 if __name__ == "__main__":
