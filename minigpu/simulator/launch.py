@@ -118,6 +118,7 @@ def launch(self, *args):
                 for ordinal, point in enumerate(points):
                     run_block(self.fn, name, point, block_dim, ordinal, self._debug, fake_args,
                               state)
+                    fast.checked_block(self, name, fake_args, ordinal + 1, len(points), started)
         memory.check_kept(state)
         if observed:
             memory.notify_event("end")
