@@ -273,6 +273,40 @@ def test_compile_differentiates_the_tensors_a_function_closes_over():
     assert same(gradients(compiled), gradients(layer)) and not compiled.graph_breaks()
 
 
+def test_compile_called_twice_before_backward_equals_eager():
+    """A compiled module called on two inputs before one backward (a forward-forward layer's
+    positive and negative passes): the second call must not overwrite what the first call's
+    backward reads, nor the first call's output."""
+    def run(wrap):
+        mg.manual_seed(0)
+        linear, act = nn.Linear(6, 5), wrap(nn.ReLU())
+        opt = mg.optim.Adam(linear.parameters(), lr=1e-2)
+        losses = []
+        data = batches((4, 6), 6)
+        for (x_pos, _), (x_neg, _) in zip(data[::2], data[1::2]):
+            opt.zero_grad()
+            pos, neg = act(linear(x_pos)), act(linear(x_neg))
+            loss = (pos.pow(2).mean() - neg.pow(2).mean()).abs()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        return losses + [p.detach().numpy().copy() for p in linear.parameters()]
+
+    assert same(run(mg.compile), run(lambda m: m))
+
+
+def test_a_graphed_callable_refuses_a_second_call_before_backward():
+    net, _ = setup("mlp", "sgd")
+    net.eval()
+    x = batches((4, 8), 1)[0][0]
+    graphed = mg.cuda.make_graphed_callables(net, (x,))
+    first = graphed(x)
+    with pytest.raises(RuntimeError, match="before the backward of its previous call"):
+        graphed(x)
+    first.sum().backward()
+    graphed(x).sum().backward()  # its backward ran: the buffers are free again
+
+
 def test_compile_guards_recapture_on_a_new_shape_and_on_eval():
     net, _ = setup("mlp", "sgd")
     compiled = mg.compile(net)

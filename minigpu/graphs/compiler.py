@@ -63,9 +63,13 @@ class Compiled:
         found = self.graphs.get(key)
         if found is None:
             found = self.capture(call, args, key)
-        if isinstance(found, CaptureError):  # a graph break: this key runs eagerly
+        if isinstance(found, CaptureError) or found.backward_pending():
+            # a graph break: this key runs eagerly; or an earlier call's backward still
+            # needs the graph's buffers: this call runs eagerly and leaves them alone
             return call(*args)
-        return found.call(*(a for a in args if isinstance(a, TensorBase)))
+        outs = found.call(*(a for a in args if isinstance(a, TensorBase)))
+        # fresh outputs, as torch.compile's: the next replay rewrites the static ones
+        return outs.clone() if found.single else tuple(o.clone() for o in outs)
 
     def guard_key(self, args) -> tuple:
         """What the captured graph for these arguments depends on (see the module's doc)."""

@@ -8,6 +8,8 @@ PyTorch, the capture works on both devices: on cpu it records the NumPy backend'
 """
 from __future__ import annotations
 
+import weakref
+
 from ..autograd import Function, grad as autograd_grad
 from ..backends.cpu.memory import quietly
 from ..creation import ones_like
@@ -187,7 +189,13 @@ class _Graphed:
                 grads = autograd_grad(live, differentiable, self.grad_outputs,
                                       allow_unused=True)
             self.grads = tuple(grads)
+        self.pending = None  # the node of the last call whose backward has not run yet
         self.callable = self.call
+
+    def backward_pending(self) -> bool:
+        """True while the node of an earlier call is alive and its backward has not run:
+        its backward reads the static buffers a new forward replay would overwrite."""
+        return self.pending is not None and self.pending() is not None
 
     @staticmethod
     def _outputs(out):
@@ -204,6 +212,11 @@ class _Graphed:
                 raise RuntimeError(f"graphed callable: an argument of shape, dtype, device "
                                    f"and requires_grad {_signature(a)} does not match the "
                                    f"sample it was captured with, {_signature(static)}")
+        if self.backward_pending():
+            raise RuntimeError("graphed callable called again before the backward of its "
+                               "previous call ran: that backward reads the static buffers "
+                               "this call would overwrite (as in PyTorch, run backward "
+                               "first, or drop the previous outputs)")
         outs = _Replay.apply(self, *args, *self.params)
         return outs[0] if self.single else outs
 
@@ -220,6 +233,8 @@ class _Replay(Function):
         for static, a in zip(graphed.inputs, args[:n]):
             static.detach().copy_(a)
         graphed.forward_graph.replay()
+        if graphed.backward_graph is not None:
+            graphed.pending = weakref.ref(ctx)
         return tuple(o.detach() for o in graphed.outputs)
 
     @staticmethod
@@ -227,6 +242,7 @@ class _Replay(Function):
         graphed = ctx.graphed
         if graphed.backward_graph is None:
             return (None,) * (1 + len(graphed.inputs) + len(graphed.params))
+        graphed.pending = None
         live = [g for g, o in zip(grad_outputs, graphed.outputs) if o.requires_grad]
         for static, g in zip(graphed.grad_outputs, live):
             if g is None:
