@@ -76,6 +76,8 @@ BUGS = {
            "        partial[t // 32] = v\n        cuda.syncthreads()\n")], {}),
         ("last_block_unguarded", OOB, [("v = x[i] if i < x.shape[0] else float32(0)",
                                         "v = x[i]")], {}),
+        # the grader's strict mode: fine on Volta+ by accident, undefined by the CUDA guide
+        ("early_return_before_the_barrier", SYNC, "reduction_early_return.py", {}),
         ("a_shuffle_step_short", WRONG,
          [("    offset = 16\n    while", "    offset = 8\n    while")], {}),
         ("shared_tree", budget("barriers per block"), "reduction_slow.py", {}),
@@ -98,8 +100,8 @@ BUGS = {
         ("every_lane_writes", RACE, [("    if lane == 0:\n        y[r] = acc",
                                       "    y[r] = acc")], {}),
         ("no_row_guard", OOB, [("    if r >= y.shape[0]:\n        return  ", "    #")], {}),
-        ("thread_per_row", budget("global load sectors per request"),
-         "spmv_thread_per_row.py", {}),
+        ("thread_per_row", budget("global load sectors per request")
+         + budget("global load requests per nonzero"), "spmv_thread_per_row.py", {}),
         ("one_lane_per_row", budget("global load requests per nonzero"), "spmv_serial.py", {}),
     ],
     "histogram": [
@@ -302,6 +304,35 @@ def test_planted_bug_fails_for_the_right_reason(name, bug, reasons, change, cons
     assert all("docs/course/" in message for _, message in res.failures)
 
 
+# One edge bug per exercise, written as a student would hand it in (exercise_variants/*_edge_*):
+# each goes wrong only at some edge (a last block of one element, one short of full, ragged).
+EDGE_BUGS = {
+    "epilogue": ("epilogue_edge_rows.py", OOB), "stencil": ("stencil_edge_halo.py", WRONG),
+    "transpose": ("transpose_edge_write.py", OOB), "reduction": ("reduction_edge_load.py", OOB),
+    "softmax": ("softmax_edge_rows.py", OOB), "spmv": ("spmv_edge_rows.py", OOB),
+    "histogram": ("histogram_edge_count.py", OOB), "scan": ("scan_edge_store.py", WRONG),
+    "scan_blocks": ("scan_blocks_edge_add.py", OOB), "matmul": ("matmul_edge_k_loop.py", WRONG),
+    "conv2d": ("conv2d_edge_halo.py", OOB), "sort": ("sort_edge_merge.py", OOB),
+    "online_softmax": ("online_softmax_edge_rows.py", OOB),
+    "flash_attention": ("flash_attention_edge_keys.py", WRONG),
+}
+# seeds per edge bug: 3 in the suite; MINIGPU_EXERCISE_SEEDS=10 for the once-off wider run
+EDGE_SEEDS = range(int(os.environ.get("MINIGPU_EXERCISE_SEEDS", 3)))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_edge_bug_fails_on_every_seed(name):
+    """The false passes of the old grader (a stencil halo off by one PASSED 5 seeds of 8):
+    every seed's sizes hold every edge, so the bug fails each time, for its reason."""
+    variant, (layer, text) = EDGE_BUGS[name]
+    for k in EDGE_SEEDS:
+        seed = _seed("edge", name, k)
+        res = exercises.check(name, VARIANTS / variant, static=False, seed=seed)
+        assert not res.passed, f"seed {seed}\n{res.text()}"
+        assert res.failures[0][0] == layer and text in res.failures[0][1], \
+            f"seed {seed}\n{res.text()}"
+
+
 def test_every_exercise_has_stub_solution_chapter_and_a_corpus():
     assert len(NAMES) >= 13
     chapters = [int(Path(e.chapter).name[:2]) for e in exercises.EXERCISES]
@@ -323,33 +354,38 @@ def test_stubs_are_graded_not_crashed():
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_sizes_span_several_blocks_with_ragged_and_exact_edges(name):
+def test_sizes_span_several_blocks_with_every_edge(name):
     """Drawn from the solution's constants: for the stub's and the other block sizes, every
-    shape covers more than one block, at least one dimension is ragged and one is a whole
-    number of blocks; a seed replays the sizes and different seeds differ."""
+    shape covers more than one block, and along every blocked axis the sizes of one grading
+    include an exact multiple of the block, one more, one less and a drawn ragged one,
+    whatever the seed; a seed replays the sizes and different seeds differ."""
     ex = exercises.BY_NAME[name]
     base = grader.constants_of(ex, grader.load(exercises.solution_path(name)))
     for consts in [base] + [{**base, **c} for c in CONSTANTS[name]]:
         drawn = set()
-        for seed in range(6):
+        extents = _extents(name, consts)
+        for seed in range(12):
             sizes = ex.sizes(np.random.default_rng(seed), consts)
             assert sizes == ex.sizes(np.random.default_rng(seed), consts)
             drawn.add(repr(sizes))
-            extents = _extents(name, consts)
             dims = [s if isinstance(s, tuple) else (s,) for s in sizes]
             for shape in dims:
                 blocks = [-(-d // e) for d, e in zip(shape, extents) if e]
                 assert np.prod(blocks) >= 2, (name, consts, shape)
-            ragged = [d % e for shape in dims for d, e in zip(shape, extents) if e and e > 1]
-            assert not ragged or (any(ragged) and not all(ragged)), (name, consts, sizes)
+            for axis, e in enumerate(extents):
+                if not e or e == 1:
+                    continue
+                left = {d[axis] % e for d in dims}
+                assert {0, 1, e - 1} <= left, (name, consts, axis, sizes)
+                assert len(left) >= min(e, 3), (name, consts, axis, sizes)
         assert len(drawn) > 1
 
 
 def _extents(name, c):
     """Elements per block along each dimension of a size (0: not blocked)."""
     return {"epilogue": (c.get("BY"), c.get("BX")), "transpose": (c.get("TILE"),) * 2,
-            "matmul": (c.get("TILE"), 0, c.get("TILE")), "softmax": (c.get("WARPS"), 0),
-            "online_softmax": (c.get("WARPS"), 0), "spmv": (c.get("WARPS"), 0),
+            "matmul": (c.get("TILE"),) * 3, "softmax": (c.get("WARPS"), 32),
+            "online_softmax": (c.get("WARPS"), 32), "spmv": (c.get("WARPS"), 0),
             "conv2d": (c.get("BY"), c.get("BX"), 0),
             "flash_attention": (c.get("BQ"), c.get("BK"))}.get(name, (c.get("TPB"),))
 
@@ -428,17 +464,65 @@ kr._find_binary = lambda name: None if name == "ptxas" else _find(name)
 '''
 
 
-@pytest.mark.parametrize("site,why", [(SITE_NO_NVRTC, "libnvrtc"), (SITE_NO_PTXAS, "ptxas")],
-                         ids=["no-libnvrtc", "no-ptxas"])
-def test_partial_toolchain_skips_the_static_layer(site, why, tmp_path, monkeypatch):
-    """NVVM present but libnvrtc absent (every compile fails in the toolchain), or ptxas
-    absent: layer (c) says "skipped" and what is missing; the solution still passes."""
+SITE_NO_NVVM = '''
+import numba.cuda.cudadrv.nvvm as nvvm
+from numba.cuda.cudadrv.error import NvvmSupportError
+class _Hidden:
+    def __new__(cls, *args, **kwargs):
+        raise NvvmSupportError("libNVVM cannot be found (test: hidden)")
+nvvm.NVVM = _Hidden
+nvvm.is_available = lambda: False
+'''
+
+
+def _hiding(site, tmp_path, monkeypatch):
+    """Child processes start with ``site`` (a sitecustomize hiding part of the toolchain)."""
     (tmp_path / "sitecustomize.py").write_text(site)
     monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+
+
+@pytest.mark.parametrize("site,why", [(SITE_NO_NVRTC, "libnvrtc"), (SITE_NO_PTXAS, "ptxas"),
+                                      (SITE_NO_NVVM, "NVVM")],
+                         ids=["no-libnvrtc", "no-ptxas", "no-nvvm"])
+def test_partial_toolchain_types_the_kernels_and_says_what_went_unchecked(
+        site, why, tmp_path, monkeypatch):
+    """NVVM present but libnvrtc absent (every compile fails in the toolchain), ptxas absent,
+    or NVVM absent (the install without the inspect extra): layer (c) says what is missing,
+    the kernels are typed for the CUDA target instead, and the verdict says what was not
+    compiled."""
+    _hiding(site, tmp_path, monkeypatch)
     res = exercises.check("epilogue", exercises.solution_path("epilogue"), seed=1)
     assert res.passed, res.text()
     skipped = [n for n in res.notes if n.startswith("static limits (layer c) skipped")]
     assert skipped and why in skipped[0], res.text()
+    assert any(n.startswith("typed for the CUDA target instead") for n in res.notes)
+    assert res.text().endswith(f"PASSED (simulated; not compiled for sm_90: {res.unchecked})")
+    assert why in res.unchecked
+
+
+# what a GPU build refuses though the simulator runs it (python semantics): a Python list
+# built in the kernel, and float64 arithmetic in a float32 exercise
+REFUSED = [("stencil", "out[i] = tile[t] + tile[t + 1] + tile[t + 2]",
+            "out[i] = sum([tile[t], tile[t + 1], tile[t + 2]])", "sum(list(float32)"),
+           ("epilogue", "SLOPE * v", "0.1 * v", "float64 instructions")]
+
+
+@pytest.mark.parametrize("hidden", [False, True], ids=["toolchain", "no-nvvm"])
+@pytest.mark.parametrize("name,old,new,why", REFUSED, ids=["list", "float64"])
+def test_what_a_gpu_refuses_never_passes(name, old, new, why, hidden, write, tmp_path,
+                                         monkeypatch):
+    """With the full toolchain (compiled for sm_90) and without it (typed by Numba's front
+    end): correct on the simulator, FAILED in layer (c), naming why."""
+    if hidden:
+        _hiding(SITE_NO_NVVM, tmp_path, monkeypatch)
+    text = exercises.solution_path(name).read_text()
+    assert old in text
+    res = exercises.check(name, write(f"{name}_refused", text.replace(old, new)), seed=4)
+    if not hidden and any("layer c) skipped: missing" in n for n in res.notes):
+        pytest.skip("CUDA compiler toolchain not installed: the no-nvvm case covers it")
+    assert [layer for layer, _ in res.failures] == ["static"], res.text()
+    assert why in res.failures[0][1] and "docs/course/" in res.failures[0][1], res.text()
+    assert res.text().endswith("FAILED")
 
 
 def _scores(name, path, seed):
@@ -498,3 +582,24 @@ def test_plot_draws_the_solution_next_to_the_reference(tmp_path, monkeypatch):
     res = exercises.check("histogram", exercises.solution_path("histogram"), static=False,
                           seed=3, plot=tmp_path / "none")
     assert res.passed and "no picture: pictures need matplotlib" in "\n".join(res.notes)
+
+
+def test_report_in_japanese(capsys, monkeypatch):
+    """``--lang ja`` or a ja locale: the report's fixed phrases in the course's Japanese."""
+    from minigpu.exercises import ja
+    from minigpu.exercises.__main__ import main
+    path = str(VARIANTS / "stencil_edge_halo.py")
+    assert main(["check", "stencil", path, "--no-static", "--seed", "1", "--lang", "ja"]) == 1
+    text = capsys.readouterr().out
+    assert "不合格（正しさ）: サイズ" in text and "結果が違います" in text, text
+    assert text.rstrip().endswith("不合格") and "FAIL" not in text
+    for env, japanese in (({"LANG": "ja_JP.UTF-8"}, True), ({"LC_ALL": "C", "LANG": "ja_JP"}, False),
+                          ({"LANG": "en_US.UTF-8"}, False)):
+        for var in ("LC_ALL", "LC_MESSAGES", "LANG"):
+            monkeypatch.delenv(var, raising=False)
+        for var, value in env.items():
+            monkeypatch.setenv(var, value)
+        assert ja.locale_is_japanese() == japanese
+    passed = ja.translate("exercise x\n  note: static limits (layer c) skipped: missing: ptxas\n"
+                          "PASSED (simulated; not compiled for sm_90: ptxas)")
+    assert passed.endswith("合格（シミュレータ上のみ。sm_90 向けにはコンパイルしていません: ptxas）")

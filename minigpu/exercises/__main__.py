@@ -3,6 +3,7 @@
     python -m minigpu.exercises list
     python -m minigpu.exercises stub stencil [my_stencil.py]
     python -m minigpu.exercises check stencil my_stencil.py [--seed N] [--plot DIR] [--no-static]
+                                                             [--lang ja]
     python -m minigpu.exercises plot stencil [my_stencil.py] [--out DIR]
     python -m minigpu.exercises plot --all DIR
 
@@ -18,47 +19,65 @@ from pathlib import Path
 
 import numpy as np
 
-from . import BY_NAME, EXERCISES, check, stub_path
-from .grader import constants_of, load, static_limits
+from . import BY_NAME, EXERCISES, check, ja, stub_path, typecheck
+from .grader import constants_of, float64_failure, load, static_limits
+from .specs import CH
 
 NAMES = ", ".join(BY_NAME)
 
 
 def _static(name, path):
-    """Layer (c), run by the grader in a process without the simulator: JSON on stdout, or
-    exit status TOOLCHAIN_MISSING with what is missing on stderr."""
+    """Layer (c), run by the grader in a process without the simulator: JSON on stdout. With
+    the toolchain, each kernel's sm_90 report against the limits; without it (``missing``
+    says what is absent), each kernel typed for the CUDA target (:mod:`.typecheck`)."""
     from numba.core.errors import NumbaError
 
     from ..tools import kernel_report as kr
     ex = BY_NAME[name]
     try:
         kr.working_toolchain()
+        missing = None
     except kr.ToolchainMissing as exc:
-        print("missing: " + "; ".join(exc.missing) + " (pip install -e '.[inspect]')",
-              file=sys.stderr)
-        return kr.TOOLCHAIN_MISSING
+        missing = "; ".join(exc.missing)
     module = load(path)
     c = constants_of(ex, module)
     shape = ex.sizes(np.random.default_rng(0), c)[0]
     *ins, out = ex.inputs(np.random.default_rng(0), shape, c)
     specs = (ex.kernels(module, c, shape, ins, out) if ex.kernels else
              [("kernel", module.kernel, (*ins, out), int(np.prod(ex.launch(c, shape)[1])))])
-    reports, failures, skipped = [], [], []
+    reports, failures, skipped, typed = [], [], [], []
     for kname, kernel, args, block in specs:
         try:
-            rep = kr.report_kernel(kernel, args, block, name=kname)
+            if missing:
+                f64 = typecheck.float64_lines(kernel, args)
+            else:
+                rep = kr.report_kernel(kernel, args, block, name=kname)
         except NumbaError as exc:   # the kernel's own error: it does not compile
-            failures.append(f"{kname} did not compile for sm_90: {str(exc).strip()[:600]}")
+            failures.append(_refused(kname, exc, typed_only=bool(missing)))
             continue
         except Exception as exc:  # noqa: BLE001 - the toolchain's, never the student's
             skipped.append(f"{kname}: the compiler failed ({type(exc).__name__}: "
                            f"{str(exc).strip()[:200]})")
             continue
+        if missing:
+            typed.append(kname)
+            if f64:
+                failures.append(float64_failure(kname, len(f64), f64[0]))
+            continue
         reports.append({k: getattr(rep, k) for k in (
             "name", "registers", "smem", "occupancy", "spill_stores", "spill_loads", "f64")})
         failures += static_limits(ex, rep)
-    print(json.dumps(dict(reports=reports, failures=failures, skipped=skipped)))
+    print(json.dumps(dict(reports=reports, failures=failures, skipped=skipped, typed=typed,
+                          missing=missing)))
     return 0
+
+
+def _refused(kname, exc, typed_only):
+    """The failure of a kernel a GPU build refuses: Numba's message, its first lines."""
+    what = "does not type for the CUDA target" if typed_only else "did not compile for sm_90"
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    return (f"{kname} {what}: {' '.join(lines[:2])[:400]} (a kernel holds numbers and "
+            f"arrays only: no Python lists, dicts or objects; see {CH[0]})")
 
 
 def _list():
@@ -83,6 +102,8 @@ def main(argv=None):
     ck.add_argument("--plot", metavar="DIR", help="also draw it next to the reference")
     ck.add_argument("--no-static", action="store_true", help="skip layer (c)")
     ck.add_argument("--json", action="store_true")
+    ck.add_argument("--lang", choices=("en", "ja"),
+                    help="the report's language (default: ja under a ja locale, else en)")
     pl = sub.add_parser("plot", help="draw a solution's access pattern next to the reference")
     pl.add_argument("name", nargs="?")
     pl.add_argument("path", nargs="?", help="your solution (default: the reference only)")
@@ -127,6 +148,8 @@ def main(argv=None):
     res = check(name, args.path, static=not args.no_static, seed=args.seed, plot=args.plot)
     if args.json:
         print(json.dumps(res.to_json()))
+    elif (args.lang or ("ja" if ja.locale_is_japanese() else "en")) == "ja":
+        print(ja.translate(res.text()))
     else:
         print(res.text())
     return 0 if res.passed else 1

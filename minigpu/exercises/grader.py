@@ -1,17 +1,23 @@
 """The grader: three layers, each failure names the chapter that explains it.
 
 (a) correctness against NumPy on sizes drawn for this run from the solution's own block size
-    (its module constants: ``TPB``, ``TILE``, ...): every size spans several blocks, one has a
-    ragged last block, one is an exact multiple, one ends in an edge block (one element, or
-    one short of full). The seed is printed; ``--seed`` replays a run. Everything runs on the
-    CUDA simulator with every sanitizer check on (memcheck, initcheck, racecheck, synccheck);
+    (its module constants: ``TPB``, ``TILE``, ...): every size spans several blocks, and
+    along every axis one is ragged (drawn), one an exact multiple of the block, one a
+    multiple plus one element, one a multiple less one, so an off-by-one at an edge fails on
+    every seed. The seed is printed; ``--seed`` replays a run. Everything runs on the
+    CUDA simulator with every sanitizer check on (memcheck, initcheck, racecheck, synccheck)
+    in the simulator's strict mode (``MINIGPU_SIM_STRICT``: a barrier that some threads of the
+    block never reach, after an early return or in a divergent branch, is a SyncError);
     float outputs start as NaN, so an element nobody writes shows up.
 (b) access budgets measured with :func:`minigpu.cuda.counters` on the first size. A relative
     budget compares with the reference solution run with *your* constants on the same inputs,
     so it holds for any block size you choose.
 (c) static limits of the kernels compiled for sm_90 by :mod:`minigpu.tools.kernel_report`
-    (no spills, no float64, a register cap, a minimum occupancy) — skipped, saying what is
-    missing, when any part of the CUDA compiler toolchain is (``pip install -e .[inspect]``).
+    (no spills, no float64, a register cap, a minimum occupancy). When any part of the CUDA
+    compiler toolchain is missing (``pip install -e .[inspect]``), the kernels are still
+    typed for the CUDA target by Numba's front end (:mod:`.typecheck`): what does not type or
+    computes in float64 fails; the verdict then says "PASSED (simulated; not compiled for
+    sm_90: <what is missing>)", since registers, spills and occupancy went unchecked.
 
 Layers (a) and (b) need a process running the simulator with checks on; :func:`check` starts
 ``python -m minigpu.exercises check`` in such a subprocess when the current one is not.
@@ -45,6 +51,7 @@ class Result:
     notes: list = field(default_factory=list)
     scores: list = field(default_factory=list)     # (label, measured, limit, reference, at_least)
     header: list = field(default_factory=list)     # what was run: constants, seed, sizes
+    unchecked: str = ""                            # why layer (c) could not compile for sm_90
 
     @property
     def passed(self):
@@ -60,12 +67,18 @@ class Result:
             lines.append(f"  [{'ok  ' if ok else 'OVER'}] {label}: {value:.3g} ({bound})")
         lines += [f"  note: {n}" for n in self.notes]
         lines += [f"  FAIL ({layer}): {msg}" for layer, msg in self.failures]
-        lines.append("PASSED" if self.passed else "FAILED")
+        lines.append(self.verdict())
         return "\n".join(lines)
+
+    def verdict(self):
+        if not self.passed:
+            return "FAILED"
+        return f"PASSED (simulated; not compiled for sm_90: {self.unchecked})" \
+            if self.unchecked else "PASSED"
 
     def to_json(self):
         return dict(failures=self.failures, notes=self.notes, scores=self.scores,
-                    header=self.header)
+                    header=self.header, unchecked=self.unchecked)
 
 
 def _sim_ready():
@@ -166,9 +179,13 @@ def check(name: str, path, static: bool = True, seed: int | None = None, plot=No
     res.header += [f"constants: {', '.join(f'{k} = {v}' for k, v in c.items())}",
                    f"seed {seed}: sizes {', '.join(map(_fmt_shape, sizes))} "
                    f"(replay: --seed {seed})"]
-    measurement = _correct(ex, module, c, sizes, seed, res)
-    if measurement is not None:
-        _budgets(ex, c, sizes[0], seed, measurement, res)
+    strict, config.STRICT = config.STRICT, True    # a barrier some threads skip fails too
+    try:
+        measurement = _correct(ex, module, c, sizes, seed, res)
+        if measurement is not None:
+            _budgets(ex, c, sizes[0], seed, measurement, res)
+    finally:
+        config.STRICT = strict
     if static and res.passed:
         _static(ex, path, res)
     if plot:
@@ -270,9 +287,7 @@ def static_limits(ex: Exercise, report) -> list:
         out.append(f"{report.name}: {report.spill_stores + report.spill_loads} bytes of "
                    f"register spills (see {ch})")
     if report.f64:
-        out.append(f"{report.name}: {report.f64} float64 instructions in a float32 kernel: a "
-                   f"Python float literal or math on float64 promotes the expression; wrap "
-                   f"constants in float32(...) (see {CH[1]})")
+        out.append(float64_failure(report.name, report.f64))
     if report.registers > ex.max_registers:
         out.append(f"{report.name}: {report.registers} registers per thread, over the cap of "
                    f"{ex.max_registers} (see {ch})")
@@ -283,35 +298,51 @@ def static_limits(ex: Exercise, report) -> list:
     return out
 
 
+def float64_failure(kernel, count, example=""):
+    """The message for float64 arithmetic in a float32 kernel (``count`` instructions)."""
+    seen = f" (e.g. `{example}`)" if example else ""
+    return (f"{kernel}: {count} float64 instructions in a float32 kernel{seen}: a Python float "
+            f"literal or math on float64 promotes the expression; wrap constants in "
+            f"float32(...) (see {CH[1]})")
+
+
 def _env(sim: bool):
     env = dict(os.environ)
     env.pop("NUMBA_ENABLE_CUDASIM", None)
     env.pop("MINIGPU_SIM_CHECKS", None)
     if sim:
         env["NUMBA_ENABLE_CUDASIM"] = "1"
+        env["MINIGPU_SIM_STRICT"] = "1"
     return env
 
 
 def _static(ex, path, res):
-    from ..tools.kernel_report import TOOLCHAIN_MISSING
     proc = subprocess.run([sys.executable, "-m", "minigpu.exercises", "static", ex.name,
                            str(path)], capture_output=True, text=True, env=_env(False))
-    if proc.returncode == TOOLCHAIN_MISSING:
-        why = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "unknown"
-        res.notes.append(f"static limits (layer c) skipped: {why}")
-        return
     try:
         data = json.loads(proc.stdout)
     except ValueError:
         tail = (proc.stderr or proc.stdout).strip()[-600:]
         res.notes.append(f"static limits (layer c) skipped: the static report could not run "
                          f"({tail})")
+        res.unchecked = "the static report could not run"
         return
     for rep in data["reports"]:
         res.notes.append(f"sm_90 {rep['name']}: {rep['registers']} registers, {rep['smem']} B "
                          f"shared, occupancy {rep['occupancy']:.0%}, spills "
                          f"{rep['spill_stores'] + rep['spill_loads']} B, float64 {rep['f64']}")
+    if data["missing"]:
+        res.unchecked = data["missing"]
+        res.notes.append(f"static limits (layer c) skipped: missing: {data['missing']} "
+                         f"(pip install -e '.[inspect]')")
+        if data["typed"]:
+            res.notes.append(f"typed for the CUDA target instead (Numba's front end, no NVVM): "
+                             f"{', '.join(data['typed'])}: checked for types a GPU build "
+                             f"refuses and float64 arithmetic; registers, spills and "
+                             f"occupancy not checked")
     res.notes += [f"static limits (layer c) skipped for {s}" for s in data["skipped"]]
+    if data["skipped"] and not res.unchecked:
+        res.unchecked = "the compiler failed"
     res.failures += [("static", m) for m in data["failures"]]
 
 
@@ -335,4 +366,4 @@ def _in_subprocess(name, path, static, seed, plot):
         raise RuntimeError(f"the grader subprocess failed (exit status {proc.returncode}):\n"
                            f"{proc.stderr[-2000:]}") from None
     return Result(name, [tuple(f) for f in data["failures"]], data["notes"],
-                  [tuple(s) for s in data["scores"]], data["header"])
+                  [tuple(s) for s in data["scores"]], data["header"], data["unchecked"])

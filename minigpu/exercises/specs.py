@@ -3,8 +3,9 @@ module, the problem sizes drawn from them, the inputs, the launches, the NumPy r
 tolerance and the access budgets.
 
 Sizes are drawn per run from the student's *actual* block size (:func:`blocked`): every shape
-spans several blocks, one is ragged (its last block partly past the end), one is an exact
-multiple of the block, one has an edge block of a single element or one short of full. A
+spans several blocks, and along every axis one is ragged (its last block partly past the end,
+drawn), one an exact multiple of the block, one a multiple plus one element, one a multiple
+less one (:data:`EDGES`). A
 budget is either absolute (``limit``) or relative: ``limit`` times the value the reference
 solution measures with the student's constants on the same inputs (so it holds for any block
 size, and a budget never fails correct work that does what the chapter teaches).
@@ -25,7 +26,7 @@ def _ch(page):
 
 
 CH = {k: _ch(v) for k, v in {
-    1: "01-coalescing.md", 2: "02-shared-memory.md", 3: "03-bank-conflicts.md",
+    0: "00-threads-blocks-grids.md", 1: "01-coalescing.md", 2: "02-shared-memory.md", 3: "03-bank-conflicts.md",
     4: "04-divergence-reduction.md", 5: "05-warp-shuffles.md", 6: "06-atomics.md",
     7: "07-scan.md", 8: "08-matmul.md", 9: "09-occupancy.md",
     10: "10-fusion-constant-streams.md", 11: "11-sorting.md", 12: "12-online-softmax.md",
@@ -82,48 +83,64 @@ def _by_block(x, tpb):
     return np.pad(x.astype(np.float64), (0, (-len(x)) % tpb)).reshape(-1, tpb)
 
 
-# --- sizes: several blocks of the student's block, ragged edges included --------------------
-def blocked(rng, extent, kind, most=4):
-    """A length covering 2 to ``most`` blocks of ``extent``: ``ragged`` (at least 3 blocks
-    when ``most`` allows, the last partial), ``exact`` (whole blocks), ``edge`` (the last
-    block holding one element, or one short of whole)."""
-    full = int(rng.integers(max(1, most - 2), most)) if kind != "exact" else \
-        int(rng.integers(2, most + 1 if most > 2 else 3))
-    if extent == 1 or kind == "exact":
-        return extent * max(full, 2)
+# --- sizes: several blocks of the student's block, every edge included ----------------------
+EDGES = ("exact", "plus", "minus")
+"""Besides a drawn ragged length, every axis gets all three of these in a grading: a whole
+number of blocks, one element more (a last block of one element) and one less (a last block
+one short of full). Off-by-one guards (``i + 1 < n - 1``, ``range(0, K - 1, TILE)``) go wrong
+at exactly one of them, so a grading with all three catches them whatever the seed."""
+
+
+def blocked(rng, extent, kind, most=3, least=2):
+    """A length of k blocks of ``extent``, k drawn from ``least`` ... ``most``: ``ragged``
+    (and a partly filled block, drawn), ``exact`` (k whole blocks), ``plus`` (and one
+    element), ``minus`` (less one element). With ``extent`` 1 every kind is whole blocks."""
+    k = int(rng.integers(least, max(least, most) + 1))
+    if kind == "exact" or extent == 1:
+        return extent * k
     if kind == "ragged":
-        return extent * full + int(rng.integers(1, extent))
-    return extent * full + (1 if rng.random() < 0.5 else extent - 1)
+        return extent * k + int(rng.integers(1, extent))
+    return extent * k + (1 if kind == "plus" else -1)
 
 
 def sizes_1d(extent_of):
+    """Ragged, exact, one more and one less: four lengths (the first is measured)."""
     def sizes(rng, c):
         e = extent_of(c)
-        return [blocked(rng, e, k) for k in ("ragged", "exact", "edge")]
+        return [blocked(rng, e, k) for k in ("ragged",) + EDGES]
     return sizes
 
 
+# per shape, the kind of each axis: ragged everywhere first, then each axis meets exact,
+# plus and minus once, each time beside a different kind on the other axes
+PAIRS = (("ragged", "ragged"), ("exact", "plus"), ("plus", "minus"), ("minus", "exact"))
+TRIPLES = (("ragged",) * 3, ("exact", "plus", "minus"), ("plus", "minus", "exact"),
+           ("minus", "exact", "plus"))
+
+
 def sizes_2d(extents_of):
-    """(rows, cols) shapes: ragged x ragged, exact x edge, edge x exact (never square)."""
+    """(rows, cols) shapes, one per entry of :data:`PAIRS` (never square: a whole block is
+    added to cols where they would be equal, keeping its kind)."""
     def sizes(rng, c):
         er, ec = extents_of(c)
         out = []
-        for kr, kc in (("ragged", "ragged"), ("exact", "edge"), ("edge", "exact")):
+        for kr, kc in PAIRS:
             r, col = blocked(rng, er, kr, 3), blocked(rng, ec, kc, 3)
             if r == col:
-                col += 1 if kc != "exact" else ec
+                col += ec
             out.append((r, col))
         return out
     return sizes
 
 
 def _rows_and_columns(rng, c, rows_per_block):
-    """(rows, cols) for the warp-per-row exercises: rows over several blocks; columns fewer
-    than half a warp (so some pairs of lanes both have none), a whole number of warps, and
-    several warps and a ragged part."""
-    widths = (int(rng.integers(1, 16)), 32 * int(rng.integers(1, 3)),
-              int(rng.integers(65, 160)))
-    rows = [blocked(rng, rows_per_block, k) for k in ("ragged", "exact", "edge")]
+    """(rows, cols) for the warp-per-row exercises: rows over several blocks of
+    ``rows_per_block``, each kind once; columns (a warp's 32 lanes are the block along a row)
+    fewer than half a warp (so some pairs of lanes both have none), then whole warps, one
+    more and one less."""
+    rows = [blocked(rng, rows_per_block, k) for k in ("ragged",) + EDGES]
+    widths = [int(rng.integers(1, 16))] + [blocked(rng, 32, k, 2)
+                                           for k in ("minus", "exact", "plus")]
     return list(zip(rows, widths))
 
 
@@ -424,8 +441,7 @@ def _scan_blocks_kernels(module, c, shape, ins, out):
 
 def _scan_blocks_sizes(rng, c):
     tpb = c["TPB"]
-    sizes = [blocked(rng, tpb, k) for k in ("ragged", "exact", "edge")]
-    return [min(n, tpb * tpb) for n in sizes]
+    return [min(n, tpb * tpb) for n in sizes_1d(lambda c: tpb)(rng, c)]
 
 
 SCAN_BLOCKS = Exercise(
@@ -448,11 +464,7 @@ SCAN_BLOCKS = Exercise(
 # --- 10. matmul (chapter 8) ------------------------------------------------------------------
 def _matmul_sizes(rng, c):
     t = c["TILE"]
-    out = []
-    for km, kk, kn in (("ragged", "ragged", "edge"), ("exact", "edge", "ragged"),
-                       ("edge", "exact", "exact")):
-        out.append((blocked(rng, t, km, 2), blocked(rng, t, kk, 3), blocked(rng, t, kn, 2)))
-    return out
+    return [tuple(blocked(rng, t, kind, 2, least=1) for kind in kinds) for kinds in TRIPLES]
 
 
 MATMUL = Exercise(
@@ -474,8 +486,8 @@ MATMUL = Exercise(
 
 # --- 11. conv2d with its filter in constant memory (chapter 10) -----------------------------
 def _conv_sizes(rng, c):
-    (h1, w1), (h2, w2), (h3, w3) = sizes_2d(lambda c: (c["BY"], c["BX"]))(rng, c)
-    return [(h1, w1, 3), (h2, w2, 5), (h3, w3, int(rng.choice((3, 5))))]
+    shapes = sizes_2d(lambda c: (c["BY"], c["BX"]))(rng, c)
+    return [(h, w, k) for (h, w), k in zip(shapes, (3, 5, 3, 5))]
 
 
 def _conv_inputs(rng, s, c):
@@ -545,7 +557,7 @@ def _sort_kernels(module, c, shape, ins, out):
 def _sort_sizes(rng, c):
     tpb = c["TPB"]
     return [blocked(rng, tpb, "ragged"), tpb * 4 if tpb < 256 else tpb * 2,
-            blocked(rng, tpb, "edge")]
+            blocked(rng, tpb, "plus"), blocked(rng, tpb, "minus")]
 
 
 def _sort_inputs(rng, n, c):
