@@ -49,7 +49,7 @@ def _static(name, path):
     for kname, kernel, args, block in specs:
         try:
             if missing:
-                f64 = typecheck.float64_lines(kernel, args)
+                f64 = typecheck.float64_lines(kernel, args, kr.CC, kr._FakeDevice)
             else:
                 rep = kr.report_kernel(kernel, args, block, name=kname)
         except NumbaError as exc:   # the kernel's own error: it does not compile

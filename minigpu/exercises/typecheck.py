@@ -58,20 +58,21 @@ def _optimised(library):
     return str(modules[0])
 
 
-def float64_lines(kernel, args):
-    """The LLVM IR lines computing in float64 when ``kernel`` is typed for the CUDA target
-    (sm_90) with the types of ``args``; raises Numba's error when it does not type."""
+def float64_lines(kernel, args, cc, device):
+    """The LLVM IR lines computing in float64 when ``kernel`` is typed for the CUDA target of
+    compute capability ``cc`` with the types of ``args``; raises Numba's error when it does
+    not type. ``device`` answers for the current device (a driver may be absent), as in
+    :mod:`minigpu.tools.kernel_report`."""
     import numba
     from numba.cuda import dispatcher
     from numba.cuda.compiler import compile_cuda
 
-    from ..tools.kernel_report import CC, _FakeDevice
     _without_nvvm()
     sig = tuple(a if isinstance(a, numba.types.Type) else numba.typeof(a) for a in args)
     real = dispatcher.get_current_device
-    dispatcher.get_current_device = _FakeDevice
+    dispatcher.get_current_device = device
     try:
-        cres = compile_cuda(kernel.py_func, numba.types.void, sig, cc=CC)
+        cres = compile_cuda(kernel.py_func, numba.types.void, sig, cc=cc)
     finally:
         dispatcher.get_current_device = real
     lines = [line.strip() for line in _optimised(cres.library).splitlines()
