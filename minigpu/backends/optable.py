@@ -258,7 +258,7 @@ def remainder_scalar(x, y, a, b):
     """The sign of y, like Python's %; a zero result has the sign of x (``x * 0``), as
     PyTorch's (which adds y to ``fmod(x, y)`` where their signs differ)."""
     mod = x % y
-    return x * 0 if mod == 0 else mod
+    return x * np.float32(0) if mod == 0 else mod
 
 
 def remainder(x, y):
