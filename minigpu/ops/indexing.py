@@ -50,20 +50,26 @@ class IndexAdd(Function):
         return IndexSelect.apply(g, idx), None, None
 
 
+def in_bounds(index, size, dim):
+    """``index`` (integers) into a dimension ``dim`` of ``size``, negatives counted from the
+    end as in Python; an IndexError naming the index out of ``[-size, size)``."""
+    if index.numel():
+        lo, hi = int(index.min().item()), int(index.max().item())
+        if lo < -size or hi >= size:
+            raise IndexError(f"index {hi if hi >= size else lo} is out of bounds for dimension "
+                             f"{dim} with size {size}")
+        if lo < 0:
+            index = index + (index < 0).long() * size
+    return index
+
+
 @op(mg=True, example=lambda r: (r.standard_normal((4, 3)), 0, np.array([2, 0, 2])))
 def index_select(x, dim, index):
     if not isinstance(index, Tensor) or index.dtype.kind not in "iu" or index.ndim > 1:
         raise IndexError("index_select(): index must be a 0-D or 1-D integer tensor")
     check_same_device(x, index)
     d = normalize_dim(dim, x.ndim)
-    size = x.shape[d]
-    if index.numel():
-        lo, hi = int(index.min().item()), int(index.max().item())
-        if lo < -size or hi >= size:
-            raise IndexError(f"index {hi if hi >= size else lo} is out of bounds for dimension "
-                             f"{d} with size {size}")
-        if lo < 0:
-            index = index + (index < 0).long() * size
+    index = in_bounds(index, x.shape[d], d)
     if d == 0:
         return IndexSelect.apply(x, index)
     return transpose(IndexSelect.apply(transpose(x, 0, d), index), 0, d)

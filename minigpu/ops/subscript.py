@@ -9,7 +9,7 @@ import numpy as np
 from ..autograd import is_grad_enabled
 from ..backends.contract import row_major_strides
 from ..tensor import Tensor
-from .indexing import IndexSelect, index_select
+from .indexing import IndexSelect, in_bounds, index_select
 from .inplace import ViewOf, _set_node, _window_of, copy_, masked_fill_
 from .registry import op
 from .scan import mask_assign_, mask_index, nonzero
@@ -104,14 +104,7 @@ def _advanced_index(x, entries):
                          ) from None
     linear = None
     for (d, i, d_in), size, step in zip(picked, sizes, row_major_strides(tuple(sizes))):
-        i = i.to(x.device).long()
-        if i.numel():
-            lo, hi = int(i.min().item()), int(i.max().item())
-            if lo < -size or hi >= size:
-                raise IndexError(f"index {hi if hi >= size else lo} is out of bounds for "
-                                 f"dimension {d_in} with size {size}")
-            if lo < 0:
-                i = i + (i < 0).long() * size
+        i = in_bounds(i.to(x.device).long(), size, d_in)
         linear = i * step if linear is None else linear + i * step
     rest = [d for d in range(y.ndim) if d not in dims]
     rows = y.permute(*dims, *rest).reshape(int(np.prod(sizes)), *[y.shape[d] for d in rest])
