@@ -16,7 +16,7 @@ import functools
 
 from ..autograd import TensorBase, is_grad_enabled
 from .capture import CaptureError
-from .cuda_graph import _Graphed
+from .cuda_graph import _Graphed, parameters_of
 
 CACHE_SIZE_LIMIT = 8
 """Guard keys one compiled callable captures before it runs new ones eagerly (torch's
@@ -77,8 +77,7 @@ class Compiled:
         return (tuple((tuple(a.shape), a.dtype, a.device.type, a.requires_grad)
                       if isinstance(a, TensorBase) else ("value", a) for a in args),
                 getattr(model, "training", None), is_grad_enabled(),
-                tuple(p.requires_grad for p in model.parameters())
-                if hasattr(model, "parameters") else ())
+                tuple(p.requires_grad for p in parameters_of(model)))
 
     def capture(self, call, args, key):
         if len(self.graphs) >= CACHE_SIZE_LIMIT:
@@ -88,7 +87,7 @@ class Compiled:
         if len(tensors) != len(args):  # other arguments are constants of this key
             call = functools.partial(_with_constants, call, args)
         try:
-            found = _Graphed(call, tuple(tensors), 0, _parameters_of(self._orig_mod))
+            found = _Graphed(call, tuple(tensors), 0, parameters_of(self._orig_mod))
         except CaptureError as error:
             if self.fullgraph:
                 raise
@@ -103,10 +102,6 @@ class Compiled:
     def kernels(self):
         """The generated kernels of the captured graphs: none yet (no fusion so far)."""
         return []
-
-
-def _parameters_of(model):
-    return tuple(model.parameters()) if hasattr(model, "parameters") else ()
 
 
 def _with_keywords(fn, names, *args):

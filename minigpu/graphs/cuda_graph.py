@@ -140,7 +140,8 @@ def _signature(t):
     return tuple(t.shape), str(t.dtype), str(t.device), t.requires_grad
 
 
-def _parameters(fn):
+def parameters_of(fn):
+    """A module's parameters; none for a plain function."""
     return tuple(fn.parameters()) if hasattr(fn, "parameters") else ()
 
 
@@ -161,7 +162,7 @@ class _Graphed:
     """One graphed callable: a forward graph and a backward graph over static buffers."""
 
     def __init__(self, fn, sample_args, warmup, params=None):
-        self.params = _parameters(fn) if params is None else params
+        self.params = parameters_of(fn) if params is None else params
         self.inputs = tuple(_static_copy(a) for a in sample_args)
         differentiable = [t for t in self.inputs + self.params if t.requires_grad]
         for _ in range(warmup):  # as PyTorch: lazy state (caches, buffers) made before capture
