@@ -220,7 +220,7 @@ def test_the_graph_sees_what_the_import_system_does():
     _, edges = graph()
     pairs = {(a, b, local) for a, b, _, local in edges}
     assert ("minigpu.ops.elementwise", "minigpu.tensor", False) in pairs
-    assert ("minigpu.ops.normalization", "minigpu.random", False) in pairs
+    assert ("minigpu.ops.common", "minigpu.random", False) in pairs
     assert ("minigpu.exercises.grader", "minigpu.exercises.pictures", True) in pairs
     assert ("minigpu.backends.cuda.reduce", "minigpu.backends.cuda.memory", False) in pairs
 

@@ -1,14 +1,26 @@
 """Helpers every op family uses: wrapping a primitive's output buffer, device checks, dtype
-promotion."""
+promotion, uniform draws."""
 from __future__ import annotations
 
-from .. import dtypes
+import math
+
+from .. import backends, dtypes
+from ..random import default_generator
 from ..tensor import Tensor, float32
 
 
 def new(buf, shape, like: Tensor) -> Tensor:
     """A dense tensor on ``like``'s device holding a primitive's output buffer."""
     return Tensor._result(buf, shape, like.device)
+
+
+def uniform(shape, dtype, device, generator=None) -> Tensor:
+    """Uniform draws in [0, 1) of ``shape`` on ``device`` from ``generator`` (the global
+    counter-based one by default): the same seed gives the same numbers on cpu and cuda."""
+    n = math.prod(shape)
+    seed, offset = (generator or default_generator).take(n)
+    return Tensor._dense(backends.get(device.type).random_uniform(n, seed, offset, dtype),
+                         shape, device)
 
 
 def check_same_device(*tensors):

@@ -25,11 +25,10 @@ from __future__ import annotations
 from ..autograd import Function, no_grad
 from ..backends.contract import View
 from ..dtypes import float16
-from ..random import default_generator
 from ..tensor import Tensor
 from . import composite
 from . import elementwise as ew
-from .common import as_float, check_same_device
+from .common import as_float, check_same_device, uniform
 from .registry import Unlike, op
 
 
@@ -198,9 +197,7 @@ def dropout(input, p=0.5, training=True, inplace=False):
     x = as_float(input)
     if p == 1.0:
         return x * 0.0
-    n = x.numel()
-    seed, offset = default_generator.take(n)
-    u = Tensor._dense(x.backend.random_uniform(n, seed, offset, x.dtype), x.shape, x.device)
+    u = uniform(x.shape, x.dtype, x.device)
     mask = (u < 1.0 - p).to(x.dtype) * (1.0 / (1.0 - p))
     return x * mask
 

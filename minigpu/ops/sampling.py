@@ -9,11 +9,8 @@ from __future__ import annotations
 import math
 import numbers
 
-import numpy as np
-
 from .. import dtypes
-from ..random import default_generator
-from ..tensor import Tensor
+from .common import uniform
 from .elementwise import where
 from .reduce import argmax
 from .registry import Unlike, op
@@ -23,11 +20,7 @@ from .sort import topk
 def _log_uniform(shape, dtype, device, generator):
     """``log(v)`` of uniform draws v in (0, 1] (``1 - u`` of the generator's u in [0, 1)):
     finite, at most 0."""
-    n = int(np.prod(shape))
-    seed, offset = (generator or default_generator).take(n)
-    u = Tensor._dense(Tensor._full((), 0, dtype, device).backend.random_uniform(
-        n, seed, offset, dtype), shape, device)
-    return (1.0 - u).log()
+    return (1.0 - uniform(shape, dtype, device, generator)).log()
 
 
 @op(mg=True, grad=False, domain="unit",
