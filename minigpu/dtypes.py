@@ -54,6 +54,13 @@ _SUPPORTED = frozenset(DTYPES)
 _BY_KIND = {"b": 0, "u": 1, "i": 1, "f": 2}
 
 
+def widen_bfloat16(raw: bytes, big_endian: bool = False) -> np.ndarray:
+    """bfloat16 values stored in a checkpoint (raw bytes) as float32, exactly: a bfloat16 is
+    the top half of a float32, so its 16 bits shifted into place are that float32."""
+    bits = np.frombuffer(raw, dtype=">u2" if big_endian else "<u2").astype("<u4")
+    return (bits << 16).view("<f4").astype(np.float32)
+
+
 def category(dtype) -> int:
     """0 for bool, 1 for the integers, 2 for the floating types."""
     return _BY_KIND[dtype.kind]

@@ -43,6 +43,7 @@ from collections import OrderedDict
 import numpy as np
 
 from . import cuda
+from .dtypes import widen_bfloat16
 from .nn.module import Module, Parameter
 from .tensor import Device, Tensor
 from .torch_format import (LEGACY_START, CheckpointError, NotTorchWeights, dump_zip,
@@ -374,7 +375,7 @@ def _load_safetensors(data, name, place, allowed):
     arrays = {}
     for key, spec in sorted(specs, key=lambda item: item[0]):  # safe_open's order: by name
         if spec["dtype"] == "BF16":  # NumPy has no bfloat16: widen the raw bytes (exact)
-            arrays[key] = _bfloat16_to_float32(spec)
+            arrays[key] = widen_bfloat16(bytes(spec["data"])).reshape(spec["shape"])
         elif spec["dtype"] in _NUMPY_DTYPES:
             arrays[key] = np.frombuffer(spec["data"], _NUMPY_DTYPES[spec["dtype"]]).reshape(
                 spec["shape"])
@@ -402,12 +403,6 @@ def _load_safetensors(data, name, place, allowed):
     except (ValueError, KeyError, TypeError, AttributeError, ImportError) as e:
         raise CheckpointError(f"{name}: the checkpoint structure in its metadata is damaged "
                               f"({type(e).__name__}: {e})") from None
-
-
-def _bfloat16_to_float32(spec):
-    """bfloat16 is the top half of a float32: shift the 16 bits into place."""
-    bits = np.frombuffer(bytes(spec["data"]), dtype="<u2").astype("<u4") << 16
-    return bits.view("<f4").reshape(spec["shape"])
 
 
 def _decode(node, arrays, tensor, allowed=None, memo=None):

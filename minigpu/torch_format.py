@@ -33,6 +33,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from .dtypes import widen_bfloat16
 from .nn.module import Parameter
 from .tensor import Device, Size, Tensor
 
@@ -60,9 +61,8 @@ class _StorageType:
         return 2 if self.dtype is None else np.dtype(self.dtype).itemsize
 
     def decode(self, raw: bytes, big_endian: bool) -> np.ndarray:
-        if self.dtype is None:  # bfloat16 is the top half of a float32 (minigpu has none)
-            bits = np.frombuffer(raw, dtype=">u2" if big_endian else "<u2").astype("<u4")
-            return (bits << 16).view("<f4").astype(np.float32)
+        if self.dtype is None:  # bfloat16: minigpu has none
+            return widen_bfloat16(raw, big_endian)
         dtype = np.dtype(self.dtype).newbyteorder(">" if big_endian else "<")
         return np.frombuffer(raw, dtype=dtype).astype(self.dtype)  # a writable native copy
 
