@@ -76,6 +76,14 @@ def add_safe_globals(safe_globals):
             _SAFE_GLOBALS.append(entry)
 
 
+def _safe_globals_by_name():
+    """The allow-list by the name a pickle gives each global, ``{"module.Name": obj}`` (an
+    ``(obj, "module.Name")`` entry under its name): what the torch checkpoint reader accepts
+    besides torch's own list, as torch's weights-only unpickler does."""
+    return {entry[1] if isinstance(entry, tuple) else f"{entry.__module__}.{entry.__qualname__}":
+            entry[0] if isinstance(entry, tuple) else entry for entry in _SAFE_GLOBALS}
+
+
 def get_safe_globals():
     """The globals added by :func:`add_safe_globals` (a new list)."""
     return list(_SAFE_GLOBALS)
@@ -315,7 +323,7 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=No
     if data.startswith(b"PK"):
         return _load_zip(data, name, place)
     if data.startswith(LEGACY_START):
-        return load_legacy(data, name, place)
+        return load_legacy(data, name, place, _safe_globals_by_name())
     allowed = _weights_only_check if weights_only in (None, True) else (lambda obj, name: None)
     return _load_safetensors(data, name, place, allowed)
 
@@ -356,7 +364,7 @@ def _load_zip(data, name, place):
     except zipfile.BadZipFile as e:
         raise CheckpointError(f"{name} is a truncated or damaged zip file: {e}") from None
     if is_torch_zip(names):
-        return load_zip(data, name, place)
+        return load_zip(data, name, place, _safe_globals_by_name())
     with np.load(io.BytesIO(data), allow_pickle=False) as arrays:
         return OrderedDict((k, place(arrays[k], "cpu")) for k in arrays.files)
 

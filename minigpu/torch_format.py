@@ -115,25 +115,35 @@ each with minigpu's stand-in."""
 
 class _Unpickler(pickle._Unpickler):
     """The pure-Python unpickler, with globals and persistent ids from the lists above only,
-    and ``BUILD`` (setting an object's attributes) allowed on an OrderedDict only (a state
-    dict's ``_metadata``)."""
+    plus the user's allow-list (``add_safe_globals``: ``{"module.Name": obj}``), as
+    ``torch.load(weights_only=True)`` has it: only an allowed function or class is called
+    (``REDUCE``), only an allowed class is instantiated (``NEWOBJ``), and ``BUILD`` (setting an
+    object's attributes, a state dict's ``_metadata``) is done on an instance of an allowed
+    class only."""
 
     dispatch = dict(pickle._Unpickler.dispatch)
 
-    def __init__(self, stream, storage=None, build_tensors=True):
+    def __init__(self, stream, storage=None, build_tensors=True, safe_globals=None):
         super().__init__(stream)
         self.storage, self.build_tensors = storage, build_tensors
+        self.safe_globals = safe_globals or {}
+        self.callables = [*_ALLOWED.values(), _skip, *self.safe_globals.values()]
+        self.classes = [c for c in self.callables if isinstance(c, type)]
 
     def find_class(self, module, name):
         if self.proto < 3:  # protocol 2 writes Python 2's names (__builtin__.set): as pickle
             module, name = _compat_pickle.NAME_MAPPING.get((module, name), (module, name))
             module = _compat_pickle.IMPORT_MAPPING.get(module, module)
+        if f"{module}.{name}" in self.safe_globals:
+            return self.safe_globals[f"{module}.{name}"]
         if (module, name) not in _ALLOWED:
             raise CheckpointError(
                 f"Weights only load failed: Unsupported global: GLOBAL {module}.{name} was not "
-                f"an allowed global by default. minigpu reads tensors, storages, containers, "
-                f"numbers and strings from a torch checkpoint, and never runs code from a file "
-                f"(there is no weights_only=False for pickles)")
+                f"an allowed global by default. Please use `minigpu.serialization."
+                f"add_safe_globals([{module}.{name}])` or the `minigpu.serialization."
+                f"safe_globals([{module}.{name}])` context manager to allowlist this global if you trust this "
+                f"class/function (minigpu never runs other code from a file: there is no "
+                f"weights_only=False for pickles)")
         found = _ALLOWED[module, name]
         if not self.build_tensors and found in (_rebuild_tensor, _rebuild_parameter):
             return _skip
@@ -150,15 +160,36 @@ class _Unpickler(pickle._Unpickler):
                                   f"('storage', torch.<Type>Storage, key, location, numel))")
         return self.storage(*pid[1:5])
 
-    def load_build(self):
-        state = self.stack.pop()
-        inst = self.stack[-1]
-        if type(inst) is not OrderedDict or not isinstance(state, dict):
-            raise CheckpointError(f"the pickle sets the attributes of a "
-                                  f"{type(inst).__name__}, which a weights-only load does "
-                                  f"not allow")
-        inst.__dict__.update(state)
+    def _check_class(self, cls):
+        if not any(cls is entry for entry in self.classes):
+            raise CheckpointError(f"Can only create new object for classes allowed by default "
+                                  f"or with add_safe_globals, but got {cls!r}")
 
+    def load_reduce(self):
+        if not any(self.stack[-2] is entry for entry in self.callables):
+            raise CheckpointError(f"Trying to call reduce for unrecognized function "
+                                  f"{self.stack[-2]!r}")
+        pickle._Unpickler.load_reduce(self)
+
+    def load_newobj(self):
+        self._check_class(self.stack[-2])
+        pickle._Unpickler.load_newobj(self)
+
+    def load_newobj_ex(self):
+        self._check_class(self.stack[-3])
+        pickle._Unpickler.load_newobj_ex(self)
+
+    def load_build(self):
+        if not any(type(self.stack[-2]) is entry for entry in self.classes):
+            raise CheckpointError(f"the pickle sets the attributes of a "
+                                  f"{type(self.stack[-2]).__name__}, which a weights-only "
+                                  f"load does not allow (only those of a class allowed by "
+                                  f"default, such as OrderedDict, or with add_safe_globals)")
+        pickle._Unpickler.load_build(self)
+
+    dispatch[pickle.REDUCE[0]] = load_reduce
+    dispatch[pickle.NEWOBJ[0]] = load_newobj
+    dispatch[pickle.NEWOBJ_EX[0]] = load_newobj_ex
     dispatch[pickle.BUILD[0]] = load_build
 
 
@@ -186,9 +217,10 @@ def is_torch_zip(names) -> bool:
     return any(n == "data.pkl" or n.endswith("/data.pkl") for n in names)
 
 
-def load_zip(data: bytes, name: str, place):
+def load_zip(data: bytes, name: str, place, safe_globals=None):
     """The object of a ``torch.save`` zip file; ``place(array, saved_device)`` puts each
-    storage (a flat NumPy array) on its device as a 1-d tensor."""
+    storage (a flat NumPy array) on its device as a 1-d tensor; ``safe_globals``: the user's
+    allow-list, ``{"module.Name": obj}``."""
     with _named_errors(name):
         archive = zipfile.ZipFile(io.BytesIO(data))
         names = set(archive.namelist())
@@ -212,7 +244,8 @@ def load_zip(data: bytes, name: str, place):
                 storages[key] = place(kind.decode(raw, big_endian), location.split(":")[0])
             return storages[key]
 
-        return _Unpickler(io.BytesIO(archive.read(pickles[0])), storage).load()
+        return _Unpickler(io.BytesIO(archive.read(pickles[0])), storage,
+                          safe_globals=safe_globals).load()
 
 
 _LEGACY_MAGIC, _LEGACY_VERSION = 0x1950A86A20F9469CFC6C, 1001
@@ -220,7 +253,7 @@ LEGACY_START = b"\x80\x02\x8a\x0a" + _LEGACY_MAGIC.to_bytes(10, "little")
 """How a legacy file starts: a protocol-2 pickle of its magic number."""
 
 
-def load_legacy(data: bytes, name: str, place):
+def load_legacy(data: bytes, name: str, place, safe_globals=None):
     """The object of a file ``torch.save(..., _use_new_zipfile_serialization=False)`` wrote:
     pickles of the magic number, the protocol version, the system's sizes and the object,
     then a pickle of the storage keys, then each storage as an 8-byte element count and its
@@ -235,7 +268,7 @@ def load_legacy(data: bytes, name: str, place):
         big_endian = not system.get("little_endian", True)
         start, listed = stream.tell(), {}
         _Unpickler(stream, lambda *pid: listed.setdefault(pid[1], pid),
-                   build_tensors=False).load()
+                   build_tensors=False, safe_globals=safe_globals).load()
         storages = {}
         for key in _Unpickler(stream).load():
             if key not in listed:
@@ -256,7 +289,7 @@ def load_legacy(data: bytes, name: str, place):
             return storages[key]
 
         stream.seek(start)
-        return _Unpickler(stream, storage).load()
+        return _Unpickler(stream, storage, safe_globals=safe_globals).load()
 
 
 # --- writing --------------------------------------------------------------------------------
