@@ -44,6 +44,14 @@ SECTIONS = {
     "Constant memory, streams, sorting, online softmax (chapters 10 to 12)":
         "定数メモリ・ストリーム・ソート・オンラインソフトマックス（第 10〜12 章）",
     "The grader": "採点",
+    "Exercise 1: out of bounds (`debug_bounds`)": "演習 1: 範囲外アクセス（`debug_bounds`）",
+    "Exercise 2: an uncoalesced loop (`debug_coalescing`)":
+        "演習 2: コアレスでないループ（`debug_coalescing`）",
+    "Exercise 3: a missing barrier (`debug_barrier`)": "演習 3: 足りないバリア（`debug_barrier`）",
+    "Exercise 4: a lost update (`debug_race`)": "演習 4: 失われる更新（`debug_race`）",
+    "Exercise 5: uninitialised shared memory (`debug_uninit`)":
+        "演習 5: 初期化されていない共有メモリ（`debug_uninit`）",
+    "Exercise 6: a bank conflict (`debug_banks`)": "演習 6: バンクコンフリクト（`debug_banks`）",
 }
 
 # term -> the chapter that defines it (bold there, never used in an earlier chapter)
@@ -60,7 +68,8 @@ TERMS = {"kernel": 0, "warp": 0, "lane": 0, "SM": 0, "memory-bound": 0, "guard":
          "occupancy": 9, "spills": 9, "PTX": 9, "sm_90": 9, "constant memory": 10,
          "broadcast": 10, "stream": 10, "pinned": 10, "sorting network": 11,
          "compare-exchanges": 11, "merge": 11, "stable": 11, "online softmax": 12,
-         "running max": 12, "flash attention": 12}
+         "running max": 12, "flash attention": 12, "initcheck": 6, "memcheck": 14,
+         "synccheck": 14}
 GLOSSARY_TERMS = ("kernel", "thread", "block", "grid", "`cuda.grid(1)`", "SM", "warp", "lane",
                   "memory-bound", "sector", "request", "coalesced", "L1, L2", "shared memory",
                   "barrier", "race", "halo", "bank", "wavefront", "padding", "divergence",
@@ -167,7 +176,7 @@ def test_every_chapter_shows_a_picture_and_links_the_glossary():
         text = page.read_text(encoding="utf-8")
         assert images(page), f"{page.name} shows no picture"
         assert "(glossary.md)" in text, f"{page.name} does not link the glossary"
-    assert len(CHAPTERS) == 14
+    assert len(CHAPTERS) == 15
 
 
 @pytest.mark.parametrize("page", PAGES + sorted(JA.glob("*.md")),

@@ -201,7 +201,27 @@ BUGS = {
         ("two_passes", budget("global load sectors per output"),
          "flash_attention_two_pass.py", {}),
     ],
+    # the debugging track: the bug handed to the student is the stub (DEBUG_STARTERS); here
+    # are the "fixes" that hide it without fixing it
+    "debug_bounds": [("guard_shrunk", WRONG, "debug_bounds_guard_shrunk.py", {})],
+    "debug_coalescing": [
+        ("one_item_per_thread", ("import", "ITEMS must be at least 2"),
+         str(exercises.stub_path("debug_coalescing")), {"ITEMS": 1}),
+        ("half_the_items", WRONG, [("for k in range(ITEMS):", "for k in range(ITEMS // 2):")],
+         {})],
+    "debug_barrier": [
+        ("x_from_global", budget("global load requests per output"),
+         "debug_barrier_from_global.py", {}),
+        ("barrier_in_the_guard", SYNC + RACE,
+         [("                acc += at[k0 + j, r] * xs[j]\n        cuda.syncthreads()",
+           "                acc += at[k0 + j, r] * xs[j]\n            cuda.syncthreads()")], {})],
+    "debug_race": [("thread_zero_counts", budget("global load requests per input element"),
+                    "debug_race_thread_zero_counts.py", {})],
+    "debug_uninit": [("zero_filled", WRONG, "debug_uninit_zero_filled.py", {})],
+    "debug_banks": [("tile_dropped", budget("global load sectors per request"),
+                     "debug_banks_from_global.py", {})],
 }
+DEBUGGING = [e.name for e in specs.DEBUGGING]
 
 # block sizes the stubs do not suggest: the references must pass with them too
 CONSTANTS = {
@@ -219,13 +239,21 @@ CONSTANTS = {
     "sort": [{"TPB": 32}, {"TPB": 128}],
     "online_softmax": [{"WARPS": 1}, {"WARPS": 8}],
     "flash_attention": [{"BQ": 4, "BK": 16}],
+    "debug_bounds": [{"BX": 16, "BY": 8}], "debug_coalescing": [{"TPB": 32, "ITEMS": 3}],
+    "debug_barrier": [{"TPB": 16}], "debug_race": [{"TPB": 96}], "debug_uninit": [{"TPB": 32}],
+    "debug_banks": [{"TILE": 16}],
 }
 
 # correct solutions written differently from the references
 ALTERNATIVES = [("reduction", "reduction_serial_tail.py"),
                 ("stencil", "stencil_halo_by_neighbours.py"),
                 ("scan", "scan_double_buffer.py"), ("scan", "scan_blelloch.py"),
-                ("softmax", "softmax_shfl_down_broadcast.py"), ("epilogue", "epilogue_grid2.py")]
+                ("softmax", "softmax_shfl_down_broadcast.py"), ("epilogue", "epilogue_grid2.py"),
+                ("debug_coalescing", "debug_coalescing_grid_stride.py"),
+                ("debug_barrier", "debug_barrier_double_buffer.py"),
+                ("debug_race", "debug_race_syncthreads_count.py"),
+                ("debug_uninit", "debug_uninit_guarded_reads.py"),
+                ("debug_banks", "debug_banks_swizzled.py")]
 
 
 def _seed(*parts):
@@ -316,6 +344,14 @@ EDGE_BUGS = {
     "online_softmax": ("online_softmax_edge_rows.py", OOB),
     "flash_attention": ("flash_attention_edge_keys.py", WRONG),
 }
+# The debugging track's starters (the stubs), each failing for the bug it teaches
+DEBUG_STARTERS = {
+    "debug_bounds": OOB, "debug_coalescing": budget("global load sectors per request"),
+    "debug_barrier": RACE, "debug_race": RACE, "debug_uninit": UNINIT,
+    "debug_banks": budget("shared load wavefronts per request"),
+}
+EDGE_BUGS.update({name: (str(exercises.stub_path(name)), reasons)
+                  for name, reasons in DEBUG_STARTERS.items()})
 # seeds per edge bug: 3 in the suite; MINIGPU_EXERCISE_SEEDS=10 for the once-off wider run
 EDGE_SEEDS = range(int(os.environ.get("MINIGPU_EXERCISE_SEEDS", 3)))
 
@@ -334,7 +370,6 @@ def test_edge_bug_fails_on_every_seed(name):
 
 
 def test_every_exercise_has_stub_solution_chapter_and_a_corpus():
-    assert len(NAMES) >= 13
     chapters = [int(Path(e.chapter).name[:2]) for e in exercises.EXERCISES]
     assert chapters == sorted(chapters), "EXERCISES is not in course order"
     root = Path(__file__).parents[1]
@@ -343,7 +378,11 @@ def test_every_exercise_has_stub_solution_chapter_and_a_corpus():
         assert "TODO" in exercises.stub_path(ex.name).read_text()
         assert (root / ex.chapter).exists() and ex.name in (root / ex.chapter).read_text()
         layers = {reasons[0] for _, reasons, _, _ in BUGS[ex.name]}
-        assert layers == {"correctness", "budget"}, ex.name
+        if ex.name in DEBUGGING:    # its starter fails, and a fix that hides the bug too
+            assert BUGS[ex.name] and "TODO" in exercises.stub_path(ex.name).read_text()
+        else:
+            assert layers == {"correctness", "budget"}, ex.name
+    assert len(NAMES) >= 20 and len(DEBUGGING) >= 6 and NAMES[-len(DEBUGGING):] == DEBUGGING
 
 
 def test_stubs_are_graded_not_crashed():
@@ -387,7 +426,11 @@ def _extents(name, c):
             "matmul": (c.get("TILE"),) * 3, "softmax": (c.get("WARPS"), 32),
             "online_softmax": (c.get("WARPS"), 32), "spmv": (c.get("WARPS"), 0),
             "conv2d": (c.get("BY"), c.get("BX"), 0),
-            "flash_attention": (c.get("BQ"), c.get("BK"))}.get(name, (c.get("TPB"),))
+            "flash_attention": (c.get("BQ"), c.get("BK")),
+            "debug_bounds": (c.get("BY"), c.get("BX")),
+            "debug_coalescing": (c["TPB"] * c["ITEMS"],) if "ITEMS" in c else (0,),
+            "debug_barrier": (c.get("TPB"),) * 2, "debug_banks": (c.get("TILE"),) * 2,
+            }.get(name, (c.get("TPB"),))
 
 
 def test_seed_is_printed_and_replays_the_sizes(write):
@@ -543,6 +586,24 @@ def test_numbers_quoted_in_the_course():
     three = _scores("online_softmax", exercises.solution_path("softmax"), 7)[key]
     two = _scores("online_softmax", exercises.solution_path("online_softmax"), 7)[key]
     assert three == pytest.approx(1.5 * two)
+
+
+def test_numbers_and_messages_quoted_in_chapter_14():
+    """docs/course/14-debugging.md quotes the starters' counters and messages (seed 1)."""
+    starter = _scores("debug_coalescing", exercises.stub_path("debug_coalescing"), 1)
+    fixed = _scores("debug_coalescing", exercises.solution_path("debug_coalescing"), 1)
+    for key in ("global load sectors per request", "global store sectors per request"):
+        assert round(starter[key]) == 14 and round(fixed[key]) == 4, (starter, fixed)
+    key = "shared load wavefronts per request"
+    assert _scores("debug_banks", exercises.stub_path("debug_banks"), 1)[key] == 32
+    assert _scores("debug_banks", exercises.solution_path("debug_banks"), 1)[key] == 1
+    chapter = (Path(__file__).parents[1] / "docs/course/14-debugging.md").read_text()
+    for name, mine in (("debug_bounds", "my_bounds.py"), ("debug_barrier", "my_barrier.py")):
+        message = exercises.check(name, exercises.stub_path(name), static=False,
+                                  seed=1).failures[0][1]
+        message = message.replace(str(exercises.stub_path(name)), mine)
+        quoted = re.search(r"```text\n(.*?)```", chapter.split(f"(`{name}`)")[1], re.S).group(1)
+        assert " ".join(quoted.split()) in " ".join(message.split()), message
 
 
 def test_static_layer_catches_float64(write):

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..lessons import draw
 from .harness import _execute, _problem, constants_of, load
-from .specs import BY_NAME
+from .specs import BY_NAME, DEBUGGING
 
 # view name -> (the view, which part of the launch it traces: (block, warp))
 VIEWS = {
@@ -64,9 +64,10 @@ def _trace(ex, module, c, shape):
     return draw.traced(lambda: _execute(ex, module, c, shape, ins, out), block, warp)
 
 
-def picture(name, path=None) -> draw.Picture:
-    """The :class:`draw.Picture` of exercise ``name``: the solution at ``path`` (if any)
-    next to the reference with the same constants, on the first size of seed 0."""
+def picture(name, path=None, label=None) -> draw.Picture:
+    """The :class:`draw.Picture` of exercise ``name``: the solution at ``path`` (if any,
+    titled ``label``) next to the reference with the same constants, on the first size of
+    seed 0."""
     ex = BY_NAME[name]
     solution = load(path) if path else None
     c = constants_of(ex, solution if solution else load(Path(__file__).parent / "solutions"
@@ -77,7 +78,7 @@ def picture(name, path=None) -> draw.Picture:
     panels = []
     if solution is not None:
         tr = _trace(ex, solution, c, shape)
-        panels.append(draw.panel(f"your {Path(path).name}", view, tr,
+        panels.append(draw.panel(label or f"your {Path(path).name}", view, tr,
                                  **_params(ex, c, shape, tr)))
     tr = _trace(ex, reference, c, shape)
     panels.append(draw.panel("reference solution" + (" (your constants)" if path else ""),
@@ -106,15 +107,19 @@ CAPTIONS = {
 }
 
 
-def draw_solution(name, path, out_dir) -> Path:
+def draw_solution(name, path, out_dir, label=None) -> Path:
     """Write ``exercise_NAME.png`` (the solution at ``path``, if any, next to the reference)
     into ``out_dir``; returns its path."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    pic = picture(name, path)
+    pic = picture(name, path, label)
     return draw.render(pic, out / f"{pic.name}.png")
 
 
 def draw_all(out_dir) -> list[Path]:
-    """Every exercise's reference picture, into ``out_dir``."""
-    return [draw_solution(name, None, out_dir) for name in BY_NAME]
+    """The pictures of the course pages, into ``out_dir``: every exercise's reference that has
+    a picture, a debugging exercise's starter (its stub, with the bug) next to its fix."""
+    stubs = Path(__file__).parent / "stubs"
+    return [draw_solution(ex.name, stubs / f"{ex.name}.py", out_dir, "the starter (the bug)")
+            if ex in DEBUGGING else draw_solution(ex.name, None, out_dir)
+            for ex in BY_NAME.values() if ex.picture]

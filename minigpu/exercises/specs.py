@@ -30,7 +30,7 @@ CH = {k: _ch(v) for k, v in {
     4: "04-divergence-reduction.md", 5: "05-warp-shuffles.md", 6: "06-atomics.md",
     7: "07-scan.md", 8: "08-matmul.md", 9: "09-occupancy.md",
     10: "10-fusion-constant-streams.md", 11: "11-sorting.md", 12: "12-online-softmax.md",
-    13: "13-flash-attention.md"}.items()}
+    13: "13-flash-attention.md", 14: "14-debugging.md"}.items()}
 
 
 @dataclass(frozen=True)
@@ -118,14 +118,16 @@ TRIPLES = (("ragged",) * 3, ("exact", "plus", "minus"), ("plus", "minus", "exact
            ("minus", "exact", "plus"))
 
 
-def sizes_2d(extents_of):
-    """(rows, cols) shapes, one per entry of :data:`PAIRS` (never square: a whole block is
-    added to cols where they would be equal, keeping its kind)."""
+def sizes_2d(extents_of, most=(3, 3), least=(2, 2)):
+    """(rows, cols) shapes, one per entry of :data:`PAIRS`, of ``least`` to ``most`` blocks
+    along (rows, cols) (never square: a whole block is added to cols where they would be
+    equal, keeping its kind)."""
     def sizes(rng, c):
         er, ec = extents_of(c)
         out = []
         for kr, kc in PAIRS:
-            r, col = blocked(rng, er, kr, 3), blocked(rng, ec, kc, 3)
+            r = blocked(rng, er, kr, most[0], least[0])
+            col = blocked(rng, ec, kc, most[1], least[1])
             if r == col:
                 col += ec
             out.append((r, col))
@@ -634,8 +636,124 @@ FLASH_ATTENTION = Exercise(
     picture=("traffic", dict()))
 
 
+# --- 15-20. the debugging track (chapter 14): the stub is a kernel with a bug to find -------
+# Each is graded on the fix: correct on every size, clean under every sanitizer check, and
+# within the budgets (the general ones, and the one its bug breaks), so a "fix" that hides
+# the bug by doing less work, or by leaving shared memory for global memory, fails too.
+def _debug(name, summary, **fields):
+    return Exercise(name, CH[14], summary, **fields)
+
+
+def _row_scales(rng, s):
+    """Row scales of magnitude 0.5 ... 2, either sign (never near 0: a skipped row shows)."""
+    return (rng.uniform(0.5, 2.0, s) * rng.choice([-1, 1], s)).astype(np.float32)
+
+
+DEBUG_BOUNDS = _debug(
+    "debug_bounds", "find the out-of-bounds access (memcheck): a row scale",
+    constants=("BX", "BY"),
+    check_constants=_threads(block=("BX", "BY"), positive=("BX", "BY")),
+    sizes=sizes_2d(lambda c: (c["BY"], c["BX"])),
+    inputs=lambda rng, s, c: (rng.standard_normal(s).astype(np.float32),
+                              _row_scales(rng, s[0]), np.zeros(s, np.float32)),
+    launch=_2d_launch("BX", "BY"),
+    reference=lambda c, x, scale: (x * scale[:, None]).astype(np.float32),
+    budgets=COALESCED + (LOAD_REQUESTS,))
+
+
+def _coalescing_check(c):
+    why = _threads(block=("TPB",), positive=("TPB",))(c)
+    if why is None and c["ITEMS"] < 2:
+        why = (f"ITEMS must be at least 2, got {c['ITEMS']}: the exercise is a thread computing "
+               f"several elements (see {CH[14]})")
+    return why
+
+
+DEBUG_COALESCING = _debug(
+    "debug_coalescing", "find the uncoalesced access (sectors per request): ITEMS per thread",
+    constants=("TPB", "ITEMS"),
+    check_constants=_coalescing_check,
+    sizes=sizes_1d(lambda c: c["TPB"] * c["ITEMS"]),
+    inputs=lambda rng, n, c: (rng.standard_normal(n).astype(np.float32),
+                              rng.standard_normal(n).astype(np.float32),
+                              np.zeros(n, np.float32)),
+    launch=lambda c, n: (_ceil(n, c["TPB"] * c["ITEMS"]), c["TPB"]),
+    reference=lambda c, x, y: (np.float32(2) * x + y).astype(np.float32),
+    budgets=COALESCED + (LOAD_REQUESTS,),
+    picture=("lanes", dict(kind="load", array="x")))
+
+
+def _matvec(c, at, x):
+    return (at.astype(np.float64).T @ x).astype(np.float32)
+
+
+DEBUG_BARRIER = _debug(
+    "debug_barrier", "find the missing barrier (racecheck): x staged in shared memory",
+    constants=("TPB",),
+    check_constants=_threads(block=("TPB",), positive=("TPB",)),
+    # at is (K, R): one or two chunks of x, two blocks of outputs
+    sizes=sizes_2d(lambda c: (c["TPB"], c["TPB"]), most=(1, 2), least=(1, 2)),
+    inputs=lambda rng, s, c: (rng.standard_normal(s).astype(np.float32),
+                              rng.standard_normal(s[0]).astype(np.float32),
+                              np.zeros(s[1], np.float32)),
+    launch=lambda c, s: (_ceil(s[1], c["TPB"]), c["TPB"]),
+    reference=_matvec, scale=on_magnitudes(_matvec),
+    budgets=(relative("global load requests per output", per_output("global_load_requests"),
+                      CH[14]),) + COALESCED + SHARED)
+
+
+def _positives(c, x):
+    return (_by_block(x, c["TPB"]) > 0).sum(axis=1).astype(np.int32)
+
+
+DEBUG_RACE = _debug(
+    "debug_race", "find the race (racecheck): counting per block in shared memory",
+    **one_thread_per_element(),
+    inputs=lambda rng, n, c: (rng.standard_normal(n).astype(np.float32),
+                              np.zeros(_ceil(n, c["TPB"]), np.int32)),
+    reference=_positives, rtol=0,
+    budgets=(LOAD_SECTORS, LOAD_REQUESTS))
+
+
+def _block_max(c, x):
+    padded = np.pad(x, (0, (-len(x)) % c["TPB"]), constant_values=-np.inf)
+    return padded.reshape(-1, c["TPB"]).max(axis=1).astype(np.float32)
+
+
+DEBUG_UNINIT = _debug(
+    "debug_uninit", "find the uninitialised shared read (initcheck): block maxima",
+    **one_thread_per_element(_threads(block=("TPB",), positive=("TPB",), pow2=("TPB",))),
+    # below zero everywhere: a last block padded with 0 instead of -inf has the wrong max
+    inputs=lambda rng, n, c: ((-1 - np.abs(rng.standard_normal(n))).astype(np.float32),
+                              np.zeros(_ceil(n, c["TPB"]), np.float32)),
+    reference=_block_max, rtol=0,
+    budgets=(relative("barriers per block", per_block("barriers"), CH[4]), LOAD_SECTORS,
+             LOAD_REQUESTS) + SHARED)
+
+
+def _row_sums(c, x):
+    return x.astype(np.float64).sum(axis=1).astype(np.float32)
+
+
+DEBUG_BANKS = _debug(
+    "debug_banks", "find the bank conflict (wavefronts per request): row sums via a tile",
+    constants=("TILE",),
+    check_constants=_threads(block=("TILE",), positive=("TILE",)),
+    sizes=sizes_2d(lambda c: (c["TILE"], c["TILE"]), most=(2, 1), least=(2, 1)),
+    inputs=lambda rng, s, c: (rng.standard_normal(s).astype(np.float32),
+                              np.zeros(s[0], np.float32)),
+    launch=lambda c, s: (_ceil(s[0], c["TILE"]), c["TILE"]),
+    reference=_row_sums, scale=on_magnitudes(_row_sums),
+    budgets=COALESCED + SHARED,
+    picture=("banks", dict(kind="load")))
+
+DEBUGGING = [DEBUG_BOUNDS, DEBUG_COALESCING, DEBUG_BARRIER, DEBUG_RACE, DEBUG_UNINIT,
+             DEBUG_BANKS]
+"""The debugging track, in the order of the chapters that teach each bug (0 to 3)."""
+
+
 EXERCISES = [EPILOGUE, STENCIL, TRANSPOSE, REDUCTION, SOFTMAX, SPMV, HISTOGRAM, SCAN,
-             SCAN_BLOCKS, MATMUL, CONV2D, SORT, ONLINE_SOFTMAX, FLASH_ATTENTION]
+             SCAN_BLOCKS, MATMUL, CONV2D, SORT, ONLINE_SOFTMAX, FLASH_ATTENTION, *DEBUGGING]
 """In course order (by chapter)."""
 
 BY_NAME = {e.name: e for e in EXERCISES}
