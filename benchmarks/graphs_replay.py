@@ -1,5 +1,6 @@
 """Host time per step: minigpu eager, the same step captured once and replayed
-(``mg.cuda.graph``, ``docs/graphs.md``), and PyTorch eager, measured in the same run.
+(``mg.cuda.graph``, ``docs/graphs.md``), the replay of the fused graph (``graph.fuse()``),
+and PyTorch eager, measured in the same run.
 
 The workloads are ``host_overhead.py``'s, on the cpu device (4x4 tensors: the NumPy work is
 negligible, so this is the Python a replay no longer runs). Each workload is run once eagerly
@@ -18,12 +19,14 @@ import minigpu as mg
 from host_overhead import calls_per_round, cuda_rows, fastest_round_us, torch, workloads
 
 
-def captured(fn):
-    """``fn`` run once eagerly, then captured: the replay of one call."""
+def captured(fn, fuse=False):
+    """``fn`` run once eagerly, then captured (and fused, ``fuse``): the replay of one call."""
     fn()
     graph = mg.cuda.CUDAGraph()
     with mg.cuda.graph(graph):
         fn()
+    if fuse:
+        graph.fuse()
     return graph.replay
 
 
@@ -61,18 +64,20 @@ def main(argv=None):
         torch.set_num_threads(1)
         theirs = workloads(torch)
     rows = []
-    print(f"{'cpu device, us per call':42s} {'eager':>8s} {'replay':>8s} {'torch':>8s} "
-          f"{'eager/torch':>12s} {'replay/torch':>13s}")
+    print(f"{'cpu device, us per call':42s} {'eager':>8s} {'replay':>8s} {'fused':>8s} "
+          f"{'torch':>8s} {'eager/torch':>12s} {'replay/torch':>13s}")
     for name, fn in workloads(mg).items():
-        fns = [fn, captured(fn)] + ([theirs[name]] if torch is not None else [])
+        fns = [fn, captured(fn), captured(fn, fuse=True)] + (
+            [theirs[name]] if torch is not None else [])
         times = fastest_round_us(fns, [calls_per_round(f, args.round_ms) for f in fns],
                                  args.rounds)
-        row = {"workload": name, "eager_us": times[0], "replay_us": times[1]}
-        line = f"{name:42s} {times[0]:8.1f} {times[1]:8.1f}"
+        row = {"workload": name, "eager_us": times[0], "replay_us": times[1],
+               "fused_us": times[2]}
+        line = f"{name:42s} {times[0]:8.1f} {times[1]:8.1f} {times[2]:8.1f}"
         if torch is not None:
-            row.update(torch_us=times[2], eager_ratio=times[0] / times[2],
-                       replay_ratio=times[1] / times[2])
-            line += f" {times[2]:8.1f} {row['eager_ratio']:11.2f}x {row['replay_ratio']:12.2f}x"
+            row.update(torch_us=times[3], eager_ratio=times[0] / times[3],
+                       replay_ratio=times[1] / times[3])
+            line += f" {times[3]:8.1f} {row['eager_ratio']:11.2f}x {row['replay_ratio']:12.2f}x"
         rows.append(row)
         print(line)
     result = {"cpu": rows}

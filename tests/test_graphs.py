@@ -347,7 +347,8 @@ def test_the_replay_benchmark_runs(tmp_path, monkeypatch):
     bench.main(["--rounds", "1", "--round-ms", "1", "--json", str(out)])
     result = json.loads(out.read_text())
     assert len(result["cpu"]) == 4
-    assert all(r["replay_us"] > 0 and r["eager_us"] > 0 for r in result["cpu"])
+    assert all(r["replay_us"] > 0 and r["eager_us"] > 0 and r["fused_us"] > 0
+               for r in result["cpu"])
     launches = {r["workload"]: (r["eager_launches"], r["replay_launches"])
                 for r in result["cuda"]}
     assert launches["a + b"] == (1, 1)  # one map, eager and replayed

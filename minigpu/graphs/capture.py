@@ -35,6 +35,7 @@ import numpy as np
 from .. import backends
 from ..backends.contract import PRIMITIVES, View
 from ..random import default_generator
+from .fusion import Map, extents
 
 
 class CaptureError(RuntimeError):
@@ -60,7 +61,7 @@ _active = None  # the open Capture (one at a time)
 
 
 _OP_FILES = tuple(os.path.join(_PACKAGE, p) for p in (
-    "ops", "tensor.py", "creation.py", "autograd.py", os.path.join("nn", "functional")))
+    "ops", "tensor.py", "creation.py", "autograd", os.path.join("nn", "functional")))
 
 
 def refuse(what: str, why: str):
@@ -112,6 +113,8 @@ class Capture:
 
     def __init__(self):
         self.steps = []         # callables, in the order the work was issued
+        self.touches = []       # per step: the buffers it reads or writes (fusion.py)
+        self.maps = []          # the unary/binary table maps, as fusion.Map records
         self.pool = []          # every buffer a primitive made: the graph's private pool
         self.launches = 0       # kernel launches recorded (cuda)
         self.rng = [0, 0]       # (seed, offset) a replay draws from, set by CUDAGraph.replay
@@ -152,7 +155,7 @@ class Capture:
         self.draws = default_generator.offset - self._start
         default_generator.offset = self._start
         if not keep:
-            self.steps, self.pool = [], []
+            self.steps, self.touches, self.maps, self.pool = [], [], [], []
         missing = [k for k in backends.loaded() if k not in self._backends]
         if keep and missing:
             raise CaptureError(f"the {missing[0]} backend was first used inside the capture, "
@@ -174,6 +177,7 @@ class Capture:
                 self._save(a.buf if isinstance(a, View) else a)
         if name in RANDOM:
             return self._random_call(cuda, fn, args, kwargs)
+        first = len(self.steps)
         if cuda and name not in STEP_COUNT and name not in FIRST_STEP:
             out = fn(*args, **kwargs)  # its launches and copies are recorded by _Launches
         else:
@@ -182,9 +186,17 @@ class Capture:
                 out = fn(*args, **kwargs)
             finally:
                 self._direct -= 1
-            self.steps.append(_replayed_call(module, name, fn, args, kwargs, out))
+            self.add(_replayed_call(module, name, fn, args, kwargs, out), args, out)
+        if name in ("unary", "binary") and not kwargs:
+            self.maps.append(Map.of(module, name, args, out, range(first, len(self.steps))))
         self._own(out)
         return out
+
+    def add(self, step, *touched):
+        """Append a step, with the buffers it touches (in ``touched``, nested in tuples,
+        lists and Views), which the fusion pass reads."""
+        self.steps.append(step)
+        self.touches.append(extents(touched))
 
     def _random_call(self, cuda, fn, args, kwargs):
         n, seed, offset = args[:3]
@@ -205,7 +217,7 @@ class Capture:
 
             def draw():
                 np.copyto(out, fn(n, rng[0], rng[1] + relative, *rest, **kwargs))
-            self.steps.append(draw)
+            self.add(draw, out)
         self._own(out)
         return out
 
@@ -334,8 +346,8 @@ class _Launches:
 
         def recorded_copy(array, ary, stream=0):
             if recorder.capture._direct == 0:
-                recorder.capture.steps.append(
-                    lambda: array.copy_to_device(ary, stream=recorder.stream()))
+                recorder.capture.add(
+                    lambda: array.copy_to_device(ary, stream=recorder.stream()), array)
             return copy(array, ary, stream=stream)
 
         kernel_class.__call__ = recorded_launch
@@ -362,9 +374,9 @@ class _Launches:
             def run(args=args):
                 kernel(*args)
         if capture._random is None:
-            capture.steps.append(run)
+            capture.add(run, args)
             return
-        capture.steps.append(_redrawn(run, args, capture._random, capture.rng))
+        capture.add(_redrawn(run, args, capture._random, capture.rng), args)
 
     def remove(self):
         for owner, name, original in self.patched:

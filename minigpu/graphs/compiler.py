@@ -22,6 +22,10 @@ CACHE_SIZE_LIMIT = 8
 """Guard keys one compiled callable captures before it runs new ones eagerly (torch's
 ``torch._dynamo.config.cache_size_limit``)."""
 
+MODES = {None: False, "default": False, "reduce-overhead": False, "max-autotune": True,
+         "max-autotune-no-cudagraphs": True}
+"""``mode`` -> whether the captured graphs are fused."""
+
 _OVER_LIMIT = CaptureError(f"more than {CACHE_SIZE_LIMIT} guard keys: run eagerly")
 
 
@@ -36,9 +40,12 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend=None, mode=Non
     if model is None:
         return functools.partial(compile, fullgraph=fullgraph, dynamic=dynamic,
                                  backend=backend, mode=mode, options=options, disable=disable)
+    if mode not in MODES:
+        raise RuntimeError(f"Unrecognized mode={mode!r}, should be one of: "
+                           f"{', '.join(m for m in MODES if m)}")
     if disable or backend == "eager":
         return model
-    return Compiled(model, fullgraph)
+    return Compiled(model, fullgraph, MODES[mode])
 
 
 class Compiled:
@@ -47,8 +54,8 @@ class Compiled:
     ``graphs`` maps each guard key seen to its graphed callable, or to the
     :class:`CaptureError` that made it run eagerly (``graph_breaks()``)."""
 
-    def __init__(self, model, fullgraph):
-        self.__dict__.update(_orig_mod=model, fullgraph=fullgraph, graphs={})
+    def __init__(self, model, fullgraph, fuse=False):
+        self.__dict__.update(_orig_mod=model, fullgraph=fullgraph, fuse=fuse, graphs={})
 
     def __getattr__(self, name):
         return getattr(self._orig_mod, name)
@@ -87,7 +94,8 @@ class Compiled:
         if len(tensors) != len(args):  # other arguments are constants of this key
             call = functools.partial(_with_constants, call, args)
         try:
-            found = _Graphed(call, tuple(tensors), 0, parameters_of(self._orig_mod))
+            found = _Graphed(call, tuple(tensors), 0, parameters_of(self._orig_mod),
+                             self.fuse)
         except CaptureError as error:
             if self.fullgraph:
                 raise
@@ -99,9 +107,12 @@ class Compiled:
         """The :class:`CaptureError` of each guard key that runs eagerly (why it broke)."""
         return [v for v in self.graphs.values() if isinstance(v, CaptureError)]
 
-    def kernels(self):
-        """The generated kernels of the captured graphs: none yet (no fusion so far)."""
-        return []
+    def kernels(self) -> list:
+        """The fused kernels of the captured graphs (``mode="max-autotune"``), each a
+        ``fused_kernels.Fused`` whose ``str`` is its generated source; ``[]`` unfused."""
+        return [k for found in self.graphs.values() if not isinstance(found, CaptureError)
+                for g in (found.forward_graph, found.backward_graph)
+                if g is not None for k in g.fused or ()]
 
 
 def _with_keywords(fn, names, *args):

@@ -14,6 +14,7 @@ from ..autograd import Function, grad as autograd_grad
 from ..backends.cpu.memory import quietly
 from ..creation import ones_like
 from ..random import default_generator
+from . import fusion
 from .capture import Capture
 
 
@@ -26,6 +27,7 @@ class CUDAGraph:
         self._capture = None   # open while capturing
         self._steps = None     # the recorded steps, once captured
         self._recorded = None  # the closed Capture (its pool and counts)
+        self.fused = None      # fusion.fuse's kernels, once it ran on this graph
 
     def capture_begin(self, pool=None, capture_error_mode="global"):
         if self._steps is not None or self._capture is not None:
@@ -63,7 +65,7 @@ class CUDAGraph:
     def reset(self):
         """Forget the captured work; its buffers are freed when no tensor holds them."""
         self._abort()
-        self._steps = self._recorded = None
+        self._steps = self._recorded = self.fused = None
 
     def pool(self):
         """A handle to this graph's memory, accepted (and ignored) by ``graph(pool=...)``:
@@ -78,6 +80,12 @@ class CUDAGraph:
     def num_launches(self) -> int:
         """How many kernel launches a replay makes on the cuda device."""
         return self._recorded.launches if self._recorded is not None else 0
+
+    def fuse(self) -> list:
+        """Fuse this graph's chains of elementwise maps into generated kernels
+        (``fusion.py``; not in PyTorch's API): the list of them, each printable. A fused
+        replay gives eager's values within the bound of ``docs/graphs.md``."""
+        return fusion.fuse(self)
 
     def pool_buffers(self) -> list:
         """The buffers the capture made (the graph's private pool)."""
@@ -161,7 +169,7 @@ def make_graphed_callables(callables, sample_args, num_warmup_iters=3,
 class _Graphed:
     """One graphed callable: a forward graph and a backward graph over static buffers."""
 
-    def __init__(self, fn, sample_args, warmup, params=None):
+    def __init__(self, fn, sample_args, warmup, params=None, fuse=False):
         self.params = parameters_of(fn) if params is None else params
         self.inputs = tuple(_static_copy(a) for a in sample_args)
         differentiable = [t for t in self.inputs + self.params if t.requires_grad]
@@ -176,6 +184,8 @@ class _Graphed:
             outputs = fn(*self.inputs)
         self.single = not isinstance(outputs, tuple)
         self.outputs = self._outputs(outputs)
+        if fuse:  # now, while the autograd graph holds what the backward will read
+            fusion.fuse(self.forward_graph)
         known = {id(t) for t in differentiable}
         others = tuple(t for t in _leaves(self.outputs) if id(t) not in known)
         self.params += others  # tensors the function reaches by itself (a closure's weight)
@@ -190,6 +200,8 @@ class _Graphed:
                 grads = autograd_grad(live, differentiable, self.grad_outputs,
                                       allow_unused=True)
             self.grads = tuple(grads)
+            if fuse:
+                fusion.fuse(self.backward_graph)
         self.pending = None  # the node of the last call whose backward has not run yet
         self.callable = self.call
 
