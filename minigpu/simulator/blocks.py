@@ -340,8 +340,11 @@ class _Thread(greenlet):
     def spin(self):
         """Called by the array proxies after ``memory.SPIN_LOADS`` loads without a wait: let
         the other ready threads run first (this one may be spinning on a value one of them is
-        to write)."""
+        to write). A thread spinning after another thread of its block failed ends there (it
+        may be waiting for a lock the failed thread held)."""
         self.loads = 0
+        if self.block.error is not None:
+            raise _Abort()
         ready = self.block.ready
         if ready and self.block.error is None:
             ready.append(self)
