@@ -171,6 +171,70 @@ def images(page):
     return [target for bang, _, target in links(page.read_text(encoding="utf-8")) if bang]
 
 
+# The shell a student types the course's commands into has no NUMBA_ENABLE_CUDASIM. One
+# command of each kind (the cheapest) runs here from such a shell, in order, in one folder;
+# test_every_command_runs runs every command of the course itself, on the simulator in this
+# process. A kind is the module with its subcommand (or NAME for a lesson's name) and each
+# option; every kind of every course command is run here or named in SHELL_ELSEWHERE.
+SHELL_RUN = [   # (command, exit status, what its output shows)
+    ("python -m minigpu.exercises list", 0, "debug_banks"),
+    ("python -m minigpu.exercises stub debug_coalescing my_coalescing.py", 0, "wrote"),
+    # the starter: FAILED on its budget, and the picture drawn
+    ("python -m minigpu.exercises check debug_coalescing my_coalescing.py --plot pictures", 1,
+     "picture: pictures/exercise_debug_coalescing.png"),
+    ("python -m minigpu.exercises plot debug_coalescing --out pictures", 0, "wrote pictures/"),
+    ("python -m minigpu.lessons --list", 0, "occupancy"),
+    ("python -m minigpu.lessons occupancy --plot pictures", 0, "occupancy: wrote"),
+]
+SHELL_ELSEWHERE = {
+    "pip install": "checked against pyproject.toml by test_every_command_runs, never run",
+    "minigpu.tools.kernel_report NAME": "test_every_command_runs runs it without the variable",
+    "minigpu.tools.kernel_report --kernel": "test_every_command_runs runs it without the variable",
+    "minigpu.exercises --all": "plot restarts on the simulator before reading --all (plot is "
+                               "run here); test_every_command_runs draws every picture",
+}
+
+
+def _kinds(command):
+    argv = shlex.split(command)
+    if argv[:2] == ["pip", "install"]:
+        return {"pip install"}
+    module, args = argv[2], argv[3:]
+    first = args[0] if module == "minigpu.exercises" or args[0].startswith("--") else "NAME"
+    return {f"{module} {first}"} | {f"{module} {a}" for a in args if a.startswith("--")}
+
+
+def _student_shell():
+    return {k: v for k, v in os.environ.items()
+            if k not in ("NUMBA_ENABLE_CUDASIM", "MINIGPU_SIM_STRICT", "MINIGPU_SIM_CHECKS")}
+
+
+def test_commands_run_from_a_shell_without_the_simulator(tmp_path):
+    """Each kind of command the course gives (console blocks of every page; the Japanese
+    pages have the same blocks), and its Python programs (the README's trace, chapter 0's
+    ``python saxpy.py``), from a shell without NUMBA_ENABLE_CUDASIM: each restarts itself on
+    the simulator or selects it, and ends as documented, never in Numba's CudaSupportError."""
+    run = set().union(*(_kinds(c) for c, _, _ in SHELL_RUN))
+    for page in PAGES:
+        for command in commands(page):
+            missing = _kinds(command) - run - set(SHELL_ELSEWHERE)
+            assert not missing, f"{page.name}: {command}: no command of kind {missing} runs here"
+    programs = [("trace.py", COURSE / "README.md", "32 lanes, 32 sectors"),
+                ("saxpy.py", CHAPTERS[0], "")]
+    for name, page, _ in programs:
+        code = [c for info, c in blocks(page.read_text(encoding="utf-8")) if info == "python"]
+        (tmp_path / name).write_text(code[0])
+    steps = SHELL_RUN + [(f"python {name}", 0, shows) for name, _, shows in programs]
+    for command, status, shows in steps:
+        proc = subprocess.run([sys.executable, *shlex.split(command)[1:]], capture_output=True,
+                              text=True, env=_student_shell(), cwd=tmp_path, timeout=300)
+        output = proc.stdout + proc.stderr
+        assert proc.returncode == status, f"{command} exited {proc.returncode}:\n{output[-3000:]}"
+        assert "CudaSupportError" not in output and "Traceback" not in output, output[-3000:]
+        assert shows in output and (status == 0 or output.rstrip().endswith("FAILED")), \
+            f"{command}:\n{output[-3000:]}"
+
+
 def test_every_chapter_shows_a_picture_and_links_the_glossary():
     for page in CHAPTERS:
         text = page.read_text(encoding="utf-8")

@@ -69,6 +69,9 @@ def picture(name, path=None, label=None) -> draw.Picture:
     titled ``label``) next to the reference with the same constants, on the first size of
     seed 0."""
     ex = BY_NAME[name]
+    if not ex.picture:    # a RuntimeError: check notes it, plot says it
+        raise RuntimeError(f"exercise {name} has no picture: its bug shows in the sanitizer's "
+                           f"message (see {ex.chapter})")
     solution = load(path) if path else None
     c = constants_of(ex, solution if solution else load(Path(__file__).parent / "solutions"
                                                          / f"{name}.py"))
