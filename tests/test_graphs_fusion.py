@@ -1,6 +1,7 @@
 """Fusion of a captured graph's elementwise chains (``minigpu/graphs/fusion.py``,
 ``docs/graphs.md``): a fused training step gives eager's losses and parameters within the
-stated bound (0 ulp: equal) on both devices for an MLP, LeNet-5 and a small Transformer LM;
+stated bound (0 ulp: equal) on both devices for an MLP, LeNet-5 and a small Transformer LM
+(on cuda with its Adam steps applied to all parameters in one launch);
 an intermediate someone still holds, or whose inputs are written in between, is not fused;
 ``mg.compile(mode="max-autotune")`` fuses and prints its kernels; the simulator counts the
 fused launches."""
@@ -29,6 +30,8 @@ def test_fused_training_equals_eager(model, device):
     losses, _, params = bench.eager_losses(model, device, steps)
     fused_losses, _, fused_params, graph = bench.graphed_losses(model, device, steps)
     assert len(graph.fused) >= 2  # chains were found and fused
+    multi_tensor = [k for k in graph.fused if k.name.startswith("multi_tensor_adam")]
+    assert len(multi_tensor) == (device == "cuda")  # one Adam launch for all parameters
     assert losses == fused_losses and equal(params, fused_params)  # the bound: 0 ulp
 
 

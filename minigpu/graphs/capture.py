@@ -35,7 +35,7 @@ import numpy as np
 from .. import backends
 from ..backends.contract import PRIMITIVES, View
 from ..random import default_generator
-from .fusion import Map, extents
+from .fusion import Map, Update, extents
 
 
 class CaptureError(RuntimeError):
@@ -115,6 +115,7 @@ class Capture:
         self.steps = []         # callables, in the order the work was issued
         self.touches = []       # per step: the buffers it reads or writes (fusion.py)
         self.maps = []          # the unary/binary table maps, as fusion.Map records
+        self.updates = []       # the optimizer steps, as fusion.Update records
         self.pool = []          # every buffer a primitive made: the graph's private pool
         self.launches = 0       # kernel launches recorded (cuda)
         self.rng = [0, 0]       # (seed, offset) a replay draws from, set by CUDAGraph.replay
@@ -155,7 +156,7 @@ class Capture:
         self.draws = default_generator.offset - self._start
         default_generator.offset = self._start
         if not keep:
-            self.steps, self.touches, self.maps, self.pool = [], [], [], []
+            self.steps, self.touches, self.maps, self.updates, self.pool = [], [], [], [], []
         missing = [k for k in backends.loaded() if k not in self._backends]
         if keep and missing:
             raise CaptureError(f"the {missing[0]} backend was first used inside the capture, "
@@ -187,6 +188,8 @@ class Capture:
             finally:
                 self._direct -= 1
             self.add(_replayed_call(module, name, fn, args, kwargs, out), args, out)
+            if name in STEP_COUNT and not kwargs:
+                self.updates.append(Update(module, name, tuple(args), len(self.steps) - 1))
         if name in ("unary", "binary") and not kwargs:
             self.maps.append(Map.of(module, name, args, out, range(first, len(self.steps))))
         self._own(out)

@@ -21,7 +21,6 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from .. import backends
-from ..backends.contract import View
 
 _HALF = np.dtype(np.float16)
 SOURCE_DIR = os.path.join(tempfile.gettempdir(), "minigpu-fused")
@@ -115,8 +114,8 @@ def _cuda(group, name, views, operand, saved) -> Fused:
     for k, m in enumerate(group):
         half = m.views[0].buf.dtype == _HALF
         function = f"{m.kind}_{m.op}" + ("_in_float32" if half else "")
-        functions[function] = (elementwise._in_float32(m.kind, m.op) if half
-                               else elementwise._OPS[m.kind][m.op])
+        functions[function] = (f"{function} = _in_float32({m.kind!r}, {m.op!r})" if half
+                               else f"{function} = {m.kind.upper()}[{m.op!r}]")
         operands = []
         for v in m.views:
             produced, found = operand(v)
@@ -149,7 +148,7 @@ def {name}({", ".join(params)}):
     start, step = cuda.grid(1), cuda.gridsize(1)
     for i in range(start, out.size, step):
 ''' + "".join(f"        {line}\n" for line in body)
-    kernel = _compiled(source, name, dict(functions))
+    kernel = _compiled(source, name, functions.values())
     grid, block = device.launch_1d(n)
     args = tuple(args)
 
@@ -159,7 +158,6 @@ def {name}({", ".join(params)}):
 
 
 def _cpu(group, name, views, operand, saved) -> Fused:
-    module = group[0].module
     params = [f"in{j}" for j in range(len(views))] + ["out"]
     body = []
     for k, m in enumerate(group):
@@ -184,7 +182,7 @@ def _cpu(group, name, views, operand, saved) -> Fused:
     that eager stores and loads back).
     """
 ''' + "".join(f"    {line}\n" for line in body)
-    function = _compiled(source, name, {"unary": module.unary, "binary": module.binary})
+    function = _compiled(source, name)
     args = [*views, group[-1].out]
     for m in group:
         args += [m.alpha, m.beta]
@@ -192,20 +190,79 @@ def _cpu(group, name, views, operand, saved) -> Fused:
                  len(group) - 1, saved)
 
 
-def _compiled(source: str, name: str, functions: dict):
-    """``name`` defined by ``source``, compiled from a file holding that text, in a namespace
-    of ``functions`` and what generated code uses (``cuda``, the float types,
-    ``strided_offset``, ``View``, ``copyto``)."""
+CUDA_HEADER = ("from numba import cuda, float32, float64\n\n"
+               "from minigpu.backends.cuda.elementwise import BINARY, UNARY, _in_float32\n"
+               "from minigpu.backends.cuda.optim import adam_update\n"
+               "from minigpu.backends.cuda.strided import strided_offset\n")
+CPU_HEADER = ("from numpy import copyto\n\n"
+              "from minigpu.backends.contract import View\n"
+              "from minigpu.backends.cpu import binary, unary\n")
+"""The imports above a generated source in its file: the file is a module of its own (the
+static kernel report compiles it by path: ``--kernel FILE:NAME``)."""
+
+
+def _compiled(source: str, name: str, bindings=()):
+    """``name`` defined by ``source``, compiled from a file under :data:`SOURCE_DIR` that
+    holds the imports, the ``bindings`` (lines such as ``binary_add = BINARY["add"]``) and
+    the source."""
+    header = CUDA_HEADER if source.startswith("@cuda.jit") else CPU_HEADER
+    text = header + "".join(line + "\n" for line in bindings) + "\n\n" + source
     os.makedirs(SOURCE_DIR, exist_ok=True)
-    digest = hashlib.sha1(source.encode()).hexdigest()[:12]
+    digest = hashlib.sha1(text.encode()).hexdigest()[:12]
     path = os.path.join(SOURCE_DIR, f"{name[:80]}_{digest}.py")
     if not os.path.exists(path):
         with open(path, "w") as f:
-            f.write(source)
-    namespace = dict(functions, View=View, copyto=np.copyto)
-    if source.startswith("@cuda.jit"):
-        from numba import cuda, float32, float64  # only a cuda graph needs them
-        namespace.update(cuda=cuda, float32=float32, float64=float64,
-                         strided_offset=backends.cuda_module("strided").strided_offset)
-    exec(compile(source, path, "exec"), namespace)
+            f.write(text)
+    namespace = {}
+    exec(compile(text, path, "exec"), namespace)
     return namespace[name]
+
+
+def multi_tensor_adam(run) -> Fused:
+    """One launch for a run of per-parameter Adam steps (``fusion.multi_tensor_runs``):
+    thread i updates element i of the parameters laid end to end, through the eager kernel's
+    own per-element device function (``optim.adam_update``). The step count grows by one per
+    replay, as each replaced step's did."""
+    optim, device = backends.cuda_module("optim"), backends.cuda_module("device")
+    first, buffers = run[0].args, 4
+    sizes = [u.args[0].size for u in run]
+    names = [[f"{b}{j}" for b in "pgmv"] for j in range(len(run))]
+    scalars = ("beta1, one_minus_beta1, beta2, one_minus_beta2, step_size, bc2_sqrt, eps, "
+               "weight_decay, use_wd")
+    params = [name for group in names for name in group]
+    body, start = [], 0
+    for j, (size, group) in enumerate(zip(sizes, names)):
+        test = "if" if j == 0 else "elif"
+        end = start + size
+        body.append(f"{test} i < {end}:" if j < len(run) - 1 else "else:")
+        body.append(f"    adam_update({', '.join(group)}, i - {start}, {scalars})")
+        start = end
+    name = f"multi_tensor_adam_{len(run)}"
+    saved = len(run) - 1
+    source = f'''@cuda.jit
+def {name}({", ".join(params)}, {scalars}):
+    """Adam over {len(run)} parameters ({start} elements) in one launch: a multi-tensor apply
+    of the {len(run)} per-parameter adam_step_ launches of a captured step.
+
+    What one thread computes: element i of the parameters laid end to end (grid-stride), the
+    element i - start of the parameter whose range holds i, by adam_update (the eager
+    kernel's own per-element update). Parameter sizes: {", ".join(map(str, sizes))}.
+    Block/grid: 1-D, device.launch_1d({start}).
+    Memory: as the eager kernels (each buffer read and written once, coalesced); the
+    branches cost a few compares per element.
+    Saves per replay: {saved} launch(es).
+    """
+    start, step = cuda.grid(1), cuda.gridsize(1)
+    for i in range(start, {start}, step):
+''' + "".join(f"        {line}\n" for line in body)
+    kernel = _compiled(source, name)
+    grid, block = device.launch_1d(start)
+    arrays = tuple(a for u in run for a in u.args[:buffers])
+    count, (lr, beta1, beta2, eps, weight_decay) = [first[buffers]], first[buffers + 1:]
+    dtype = first[0].dtype
+
+    def launch():
+        constants = optim.adam_scalars(count[0], lr, beta1, beta2, eps, weight_decay, dtype)
+        kernel[grid, block](*arrays, *constants, weight_decay != 0)
+        count[0] += 1
+    return Fused(name, (run[0].name,) * len(run), source, launch, saved, 0)

@@ -61,6 +61,20 @@ class Map(NamedTuple):
         return self.steps[0]
 
 
+class Update(NamedTuple):
+    """One recorded optimizer step of one parameter (``adam_step_``, ...)."""
+
+    module: Any
+    name: str
+    args: tuple      # the primitive's arguments: buffers, then step count and hyper-parameters
+    step: int        # the capture step that replays it
+
+
+MULTI_TENSOR = {"adam_step_": (4, fused_kernels.multi_tensor_adam)}
+"""Optimizer primitives :func:`fuse` applies to many parameters in one generated launch: how
+many buffers lead their arguments, and the generator."""
+
+
 def extents(objects) -> tuple:
     """The memory ranges ``(space, first byte, end)`` of the buffers in ``objects`` (nested
     in tuples, lists and Views; NumPy arrays, simulator and device arrays)."""
@@ -143,9 +157,29 @@ def _inputs_kept(member, root, members, by_step, touches) -> bool:
                    if s not in by_step)
 
 
+def multi_tensor_runs(updates) -> list:
+    """Runs of two or more consecutive steps of one optimizer primitive on the cuda device
+    with the same step count, hyper-parameters and dtype: one generated launch each."""
+    runs, run = [], []
+    for u in updates:
+        buffers = MULTI_TENSOR.get(u.name, (None,))[0]
+        key = (u.name, u.args[buffers:], u.args[0].dtype) if buffers else None
+        if run and key == run[-1][0] and u.step == run[-1][1].step + 1:
+            run.append((key, u))
+            continue
+        if len(run) > 1:
+            runs.append([u for _, u in run])
+        run = [(key, u)] if key and u.module.name == "cuda" and u.args[0].size else []
+    if len(run) > 1:
+        runs.append([u for _, u in run])
+    return runs
+
+
 def fuse(graph) -> list:
-    """Fuse the elementwise chains of a captured :class:`CUDAGraph` in place; the list of
-    :class:`fused_kernels.Fused` it made (their ``source`` is the generated code)."""
+    """Fuse the elementwise chains of a captured :class:`CUDAGraph` in place, and apply each
+    run of per-parameter optimizer steps (Adam) to all its parameters in one launch (a
+    "multi-tensor apply"); the list of :class:`fused_kernels.Fused` made (their ``source`` is
+    the generated code)."""
     recorded = graph._recorded
     if recorded is None:
         raise RuntimeError("fuse: nothing has been captured into this graph")
@@ -160,6 +194,13 @@ def fuse(graph) -> list:
             steps[member.step] = None
         if group[0].module.name == "cuda":
             recorded.launches -= len(group) - 1
+        made.append(fused)
+    for run in multi_tensor_runs(recorded.updates):
+        fused = MULTI_TENSOR[run[0].name][1](run)
+        steps[run[-1].step] = fused.step
+        for update in run[:-1]:
+            steps[update.step] = None
+        recorded.launches -= len(run) - 1
         made.append(fused)
     graph._steps = tuple(s for s in steps if s is not None)
     graph.fused = made

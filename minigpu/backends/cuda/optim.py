@@ -122,6 +122,22 @@ def adam_scalars(step, lr, beta1, beta2, eps, weight_decay, dtype):
         beta1, 1 - beta1, beta2, 1 - beta2, lr / bc1, math.sqrt(bc2), eps, weight_decay))
 
 
+@cuda.jit(device=True)
+def adam_update(p, g, m, v, i, beta1, one_minus_beta1, beta2, one_minus_beta2, step_size,
+                bc2_sqrt, eps, weight_decay, use_wd):
+    """Element i's Adam update (``adam_kernel``'s body; the multi-tensor kernels that
+    ``minigpu/graphs`` generates call it too); ``d`` and the new ``m`` and ``v`` in registers."""
+    pi = p[i]
+    d = g[i]
+    if use_wd:
+        d = d + weight_decay * pi
+    mi = beta1 * m[i] + one_minus_beta1 * d
+    vi = beta2 * v[i] + one_minus_beta2 * d * d
+    m[i] = mi
+    v[i] = vi
+    p[i] = pi - step_size * mi / (math.sqrt(vi) / bc2_sqrt + eps)
+
+
 @reported(lambda k, x: [KernelSpec("adam", k, (x.f,) * 4 + (x.s,) * 8 + (True,), x.block)])
 @cuda.jit
 def adam_kernel(p, g, m, v, beta1, one_minus_beta1, beta2, one_minus_beta2, step_size,
@@ -131,22 +147,16 @@ def adam_kernel(p, g, m, v, beta1, one_minus_beta1, beta2, one_minus_beta2, step
     ``d = g + wd*p``; ``m = b1*m + (1-b1)*d``; ``v = b2*v + (1-b2)*d*d``;
     ``p -= step_size * m / (sqrt(v)/sqrt(bc2) + eps)`` with ``step_size = lr/bc1``.
 
-    Thread mapping: one thread per element (grid-stride); ``d``, the new ``m`` and ``v`` and the
-    denominator live in registers. Block/grid: 1-D, ``device.BLOCK`` threads.
-    Memory: reads p, g, m, v; writes p, m, v: 7 coalesced passes, the minimum for this rule
-    (``adam_step_unfused_`` makes 15). ``math.sqrt`` of a float32 is the float32 ``sqrtf``.
+    Thread mapping: one thread per element (grid-stride), :func:`adam_update`; ``d``, the new
+    ``m`` and ``v`` and the denominator live in registers. Block/grid: 1-D, ``device.BLOCK``
+    threads. Memory: reads p, g, m, v; writes p, m, v: 7 coalesced passes, the minimum for
+    this rule (``adam_step_unfused_`` makes 15). ``math.sqrt`` of a float32 is the float32
+    ``sqrtf``.
     """
     start, step = cuda.grid(1), cuda.gridsize(1)
     for i in range(start, p.size, step):
-        pi = p[i]
-        d = g[i]
-        if use_wd:
-            d = d + weight_decay * pi
-        mi = beta1 * m[i] + one_minus_beta1 * d
-        vi = beta2 * v[i] + one_minus_beta2 * d * d
-        m[i] = mi
-        v[i] = vi
-        p[i] = pi - step_size * mi / (math.sqrt(vi) / bc2_sqrt + eps)
+        adam_update(p, g, m, v, i, beta1, one_minus_beta1, beta2, one_minus_beta2, step_size,
+                    bc2_sqrt, eps, weight_decay, use_wd)
 
 
 def adam_plan(param_buf, grad_buf, exp_avg_buf, exp_avg_sq_buf, step, lr, beta1, beta2, eps,
