@@ -147,7 +147,7 @@ class Tensor(autograd.TensorBase):
 
     # --- construction helpers used by ops, factories and the backward engine ----------------
     # Static: they always build a Tensor (never a Parameter), also when called through an
-    # instance, as the backward engine (``autograd.py``, a floor below) does.
+    # instance, as the backward engine (``autograd/``, a floor below) does.
     @staticmethod
     def _dense(buf, shape, device):
         """A dense tensor of ``shape`` (any sequence of ints) on ``buf`` (what every primitive

@@ -223,10 +223,10 @@ def _shares(a, b):
 
 
 def test_a_gradient_nothing_else_holds_becomes_grad_without_a_copy(monkeypatch):
-    import minigpu.autograd as autograd
+    from minigpu.autograd import engine
     verdicts = []
-    stealable = autograd._stealable
-    monkeypatch.setattr(autograd, "_stealable",
+    stealable = engine._stealable
+    monkeypatch.setattr(engine, "_stealable",
                         lambda box, leaf: verdicts.append(stealable(box, leaf)) or verdicts[-1])
     model = mg.nn.Linear(4, 3)
     x = mg.randn(5, 4)

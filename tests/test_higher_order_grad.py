@@ -167,7 +167,7 @@ def test_gradient_through_writes_into_views_passes_gradcheck():
     assert gradcheck(lambda x, y: grad_of(x, y)[1], (x, y))
 
 
-# Fused ops differentiated through their composite forms (minigpu/ops/composite.py) under
+# Fused ops differentiated through their unfused forms (each Function's ``unfused``) under
 # create_graph: f(L, x, p) with x (2, 3, 5, 5) and p (3, 3, 3, 3), both differentiated.
 _T = np.array([[0, 2, 1, 4, 3], [4, 4, 0, 1, 2]])
 
@@ -176,7 +176,7 @@ def _t(L, like, array):
     return L.tensor(array, device=like.device)
 
 
-COMPOSITES = {
+UNFUSED = {
     "conv2d": lambda L, x, p: L.nn.functional.conv2d(x, p, p[0, 0, 0], stride=(1, 2),
                                                      padding=(2, 1), dilation=(2, 1)),
     "conv_transpose2d": lambda L, x, p: L.nn.functional.conv_transpose2d(
@@ -249,7 +249,7 @@ def _penalty_grads(L, name, dev, x0, p0, u0):
     kw = {"device": dev} if L is mg else {}
     x = L.tensor(x0, requires_grad=True, **kw)
     p = L.tensor(p0, requires_grad=True, **kw)
-    y = COMPOSITES[name](L, x, p)
+    y = UNFUSED[name](L, x, p)
     v = L.tensor(np.cos(np.arange(y.numel())).reshape(tuple(y.shape)), **kw)
     gx, gp = L.autograd.grad((y * v).sum(), [x, p], create_graph=True)
     penalty = (gx * gx * L.tensor(u0, **kw)).sum() + (gp * gp).sum()
@@ -258,9 +258,9 @@ def _penalty_grads(L, name, dev, x0, p0, u0):
 
 
 @pytest.mark.parametrize("dev", DEVICES)
-@pytest.mark.parametrize("name", sorted(COMPOSITES))
-def test_composite_forms_give_torchs_second_derivatives(dev, name):
-    """A gradient penalty through each fused op: its gradient (from the composite form) and
+@pytest.mark.parametrize("name", sorted(UNFUSED))
+def test_unfused_forms_give_torchs_second_derivatives(dev, name):
+    """A gradient penalty through each fused op: its gradient (from the unfused form) and
     the gradient of the penalty match torch's in float64."""
     rng = np.random.default_rng(len(name))
     x0, p0 = rng.standard_normal((2, 3, 5, 5)), rng.standard_normal((3, 3, 3, 3))
@@ -275,15 +275,15 @@ def test_composite_forms_give_torchs_second_derivatives(dev, name):
 
 
 @pytest.mark.parametrize("name", ["conv2d", "softmax", "max_pool2d", "cross_entropy"])
-def test_third_derivatives_through_composite_forms_match_torch(name):
-    """Each order recomputes the composite (autograd._Recomputed): the third derivative is a
+def test_third_derivatives_through_unfused_forms_match_torch(name):
+    """Each order recomputes the unfused form (autograd.engine._Recomputed): the third derivative is a
     node of the graph too."""
     rng = np.random.default_rng(7)
     x0, p0 = rng.standard_normal((2, 3, 5, 5)), rng.standard_normal((3, 3, 3, 3))
     out = []
     for L in (torch, mg):
         x, p = L.tensor(x0, requires_grad=True), L.tensor(p0, requires_grad=True)
-        y = (COMPOSITES[name](L, x, p) ** 2).sum()
+        y = (UNFUSED[name](L, x, p) ** 2).sum()
         d1, = L.autograd.grad(y, p, create_graph=True)
         d2, = L.autograd.grad((d1 * d1).sum(), p, create_graph=True)
         d3, = L.autograd.grad(d2.sum(), [x])

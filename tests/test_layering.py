@@ -225,5 +225,40 @@ def test_the_graph_sees_what_the_import_system_does():
     assert ("minigpu.backends.cuda.reduce", "minigpu.backends.cuda.memory", False) in pairs
 
 
+def _root(node):
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def tensor_calls(source: str, tensor_only) -> list:
+    """``(line, name)`` of the calls in ``source`` of a method in ``tensor_only``, on anything
+    but a module it imports (``np.exp(x)`` is NumPy's; ``x.exp()`` is a Tensor's)."""
+    tree = ast.parse(source)
+    imported = {alias.asname or alias.name.split(".")[0] for node in ast.walk(tree)
+                if isinstance(node, (ast.Import, ast.ImportFrom)) for alias in node.names}
+    return [(node.lineno, node.func.attr) for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr in tensor_only and _root(node.func) not in imported]
+
+
+def test_the_backends_run_no_tensor_code():
+    """Floor 2 knows no Tensor, not even without importing it: no module of ``backends/`` calls
+    a method that only a Tensor has (the op table's derivatives are formulas, text, compiled
+    into Functions by ``ops/elementwise.py``). Duck-typed calls like ``g.sign()`` are no import,
+    so only this test sees them; it flags the table as it was (Tensor-level derivatives)."""
+    import numpy as np
+    import minigpu
+    from minigpu.backends.contract import View
+    tensor_only = (set(dir(minigpu.Tensor)) - set(dir(np.ndarray)) - set(dir(np.dtype))
+                   - set(dir(str)) - set(dir(View)))
+    found = {name: calls for name, path in modules().items()
+             if name.startswith("minigpu.backends")
+             and (calls := tensor_calls(path.read_text(), tensor_only))}
+    assert not found, found
+    old_table = "def grad(g, x, y, a, b):\n    return g * x.sign()\n"
+    assert tensor_calls(old_table, tensor_only) == [(2, "sign")]
+
+
 if __name__ == "__main__":
     print(report())

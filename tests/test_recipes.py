@@ -22,14 +22,12 @@ def hypot_scalar(x, y, a, b):
 
 '''
 TABLE_ENTRY = '''    Op("softsign", "x / (1 + |x|)", lambda x, a, b: x / (1 + np.abs(x)),
-       lambda g, x, y, a, b: g / ((x.abs() + 1) ** 2), method=True, F=True,
-       scalar=softsign_scalar, saves="x"),
+       "g / ((abs(x) + 1) ** 2)", method=True, F=True, scalar=softsign_scalar, saves="x"),
 )
 
 BINARY = ('''
 BINARY_ENTRY = '''    Op("hypot", "sqrt(x*x + y*y)", lambda x, y, a, b: np.hypot(x, y),
-       (lambda g, x, y: g * x / (x * x + y * y).sqrt(),
-        lambda g, x, y: g * y / (x * x + y * y).sqrt()),
+       ("g * x / sqrt(x * x + y * y)", "g * y / sqrt(x * x + y * y)"),
        method=True, scalar=hypot_scalar, approx=True),
 )
 
@@ -65,7 +63,8 @@ def _apply_recipes(copy: Path):
     text = text.replace("\n)\n\nBINARY = (", "\n" + TABLE_ENTRY, 1)
     assert text.count("\n)\n\nUNARY_BY_NAME = ") == 1
     text = text.replace("\n)\n\nUNARY_BY_NAME = ", "\n" + BINARY_ENTRY, 1)
-    text = text.replace("\n\ndef zero_derivative(", "\n" + TABLE_SCALAR + "def zero_derivative(", 1)
+    assert text.count("\n\nclass Op(NamedTuple):") == 1
+    text = text.replace("\n\nclass Op(NamedTuple):", "\n" + TABLE_SCALAR + "class Op(NamedTuple):", 1)
     optable.write_text(text)
     activation = copy / "minigpu" / "ops" / "activation.py"
     activation.write_text(activation.read_text() + COMPOSED)

@@ -25,8 +25,7 @@ import numpy as np
 from ..autograd import Function
 from ..backends.contract import View
 from ..tensor import Tensor
-from . import composite
-from .common import check_same_device
+from .common import check_same_device, filled
 from .elementwise import where
 from .linalg import matmul
 from .normalization import dropout
@@ -61,8 +60,6 @@ class FlashAttention(Function):
     """Attention of dense (B, L, E), (B, S, E), (B, S, Ev) tensors through the fused
     primitives; saves the output and the row log-sum-exp (B * L numbers), never the scores."""
 
-    composite = composite.attention  # what create_graph=True differentiates
-
     def forward(self, q, k, v, mask, causal, scale):
         out, lse = q.backend.attention(q._view(), k._view(), v._view(), mask, causal, scale)
         B, L = q.shape[:2]
@@ -78,6 +75,19 @@ class FlashAttention(Function):
             self.causal, self.scale)
         return (Tensor._dense(dq, q.shape, q.device), Tensor._dense(dk, k.shape, k.device),
                 Tensor._dense(dv, v.shape, v.device), None, None, None)
+
+    def unfused(self, q, k, v, mask, causal, scale):
+        """The unfused form on (B, L, E), (B, S, E), (B, S, Ev): softmax(q k^T * scale + mask)
+        @ v, with the causal mask's -inf above the diagonal; a row masked everywhere gives 0."""
+        scores = q @ k.transpose(1, 2) * scale
+        if mask is not None:  # the additive mask, a backend view
+            scores = scores + Tensor(mask.buf, mask.shape, mask.strides, mask.offset, q.device)
+        if causal:
+            above = np.triu(np.full(tuple(scores.shape[-2:]), -np.inf, q.dtype), 1)
+            scores = scores + Tensor._from_array(above, q.device)
+        dead = scores.max(-1, keepdim=True).values.detach() == float("-inf")
+        zero = filled(scores, (), 0.0)
+        return where(dead, zero, where(dead, zero, scores).softmax(-1)) @ v
 
 
 FUSED_MAX_HEAD_DIM = 128

@@ -14,6 +14,11 @@ def new(buf, shape, like: Tensor) -> Tensor:
     return Tensor._result(buf, shape, like.device)
 
 
+def filled(like: Tensor, shape, value) -> Tensor:
+    """A tensor of ``shape`` filled with ``value``, of ``like``'s dtype and device."""
+    return Tensor._full(tuple(shape), value, like.dtype, like.device)
+
+
 def uniform(shape, dtype, device, generator=None) -> Tensor:
     """Uniform draws in [0, 1) of ``shape`` on ``device`` from ``generator`` (the global
     counter-based one by default): the same seed gives the same numbers on cpu and cuda."""

@@ -32,8 +32,7 @@ from ..autograd import Function
 from ..backends.contract import View, contiguous_strides, conv_out_size, numel, pair
 from ..dtypes import autocast_cast
 from ..tensor import Tensor
-from . import composite
-from .common import check_same_device
+from .common import check_same_device, filled
 from .registry import op
 from .shape import cat, contiguous, narrow
 
@@ -92,10 +91,52 @@ def summed_over_chunks(be, chunks, shape, part):
     return total
 
 
+def padded(x, dim, before, after, value=0.0):
+    """x with ``before``/``after`` entries of ``value`` added along ``dim`` (a negative count
+    crops instead)."""
+    if before < 0:
+        x, before = x.narrow(dim, -before, x.shape[dim] + before), 0
+    if after < 0:
+        x, after = x.narrow(dim, 0, x.shape[dim] + after), 0
+    parts = [x]
+    for count, at_end in ((before, 0), (after, 1)):
+        if count:
+            shape = list(x.shape)
+            shape[dim] = count
+            parts.insert(at_end * len(parts), filled(x, shape, value))
+    return cat(parts, dim) if len(parts) > 1 else x
+
+
+def padded2d(x, padding, value=0.0):
+    (ph, pw) = padding
+    return padded(padded(x, 2, ph, ph, value), 3, pw, pw, value)
+
+
+def window(xp, i, j, out_hw, stride, dilation):
+    """The pixels of the padded input ``xp`` that kernel tap (i, j) meets, one per output pixel:
+    ``xp[:, :, i*dh + sh*r, j*dw + sw*s]`` for r < OH, s < OW."""
+    (oh, ow), (sh, sw), (dh, dw) = out_hw, stride, dilation
+    return xp[:, :, i * dh:i * dh + sh * (oh - 1) + 1:sh, j * dw:j * dw + sw * (ow - 1) + 1:sw]
+
+
+def correlate(xp, tap_weight, kernel, out_hw, stride, dilation):
+    """sum over taps of window(i, j) @ tap_weight(i, j): (N, C, OH, OW) x (C, OC) -> (N, OC,
+    OH, OW). The convolution as kh*kw matrix products, one per kernel tap."""
+    out = None
+    for i in range(kernel[0]):
+        for j in range(kernel[1]):
+            term = window(xp, i, j, out_hw, stride, dilation).permute(0, 2, 3, 1) \
+                @ tap_weight(i, j)
+            out = term if out is None else out + term
+    return out.permute(0, 3, 1, 2)
+
+
+def with_bias(out, bias):
+    return out if bias is None else out + bias.reshape(1, -1, 1, 1)
+
+
 class Conv2d(Function):
     """y = conv2d(x, weight, bias); x (N,C,H,W) and weight (OC,C,kh,kw), groups=1."""
-
-    composite = composite.conv2d  # what create_graph=True differentiates
 
     def forward(self, x, weight, bias, stride, padding, dilation):
         x = contiguous(x)
@@ -167,6 +208,14 @@ class Conv2d(Function):
             grad_x = Tensor._dense(written_in_chunks(be, n, chunks, x_shape, g.dtype,
                                                      input_part), x_shape, g.device)
         return grad_x, grad_w, grad_b, None, None, None
+
+    def unfused(self, x, weight, bias, stride, padding, dilation):
+        """The unfused form: the input zero-padded, then one product per kernel tap."""
+        kh, kw = weight.shape[2:]
+        out_hw = tuple(conv_out_size(s, k, st, p, d) for s, k, st, p, d in
+                       zip(x.shape[2:], (kh, kw), stride, padding, dilation))
+        return with_bias(correlate(padded2d(x, padding), lambda i, j: weight[:, :, i, j].t(),
+                                     (kh, kw), out_hw, stride, dilation), bias)
 
 
 @op(method=False, F=True, module="Conv2d", tol=(1e-5, 1e-5),

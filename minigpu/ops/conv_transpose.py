@@ -22,9 +22,9 @@ from ..autograd import Function
 from ..backends.contract import View, numel, pair
 from ..dtypes import autocast_cast
 from ..tensor import Tensor
-from . import composite
-from .conv import (added, check_conv_args, image_chunks, images, place_, sum_of_products,
-                   written_in_chunks)
+from .common import filled
+from .conv import (added, check_conv_args, correlate, image_chunks, images, padded, place_,
+                   sum_of_products, with_bias, written_in_chunks)
 from .registry import op
 from .shape import cat, contiguous, narrow
 
@@ -33,10 +33,21 @@ def transposed_out_size(size, k, stride, padding, dilation, output_padding):
     return (size - 1) * stride - 2 * padding + dilation * (k - 1) + output_padding + 1
 
 
+def _spread(x, dim, stride):
+    """``stride - 1`` zeros between neighbours along ``dim`` (2 or 3) of an (N, C, H, W) x."""
+    if stride == 1:
+        return x
+    size = x.shape[dim]
+    shape = list(x.shape)
+    shape.insert(dim + 1, stride - 1)
+    interleaved = cat([x.unsqueeze(dim + 1), filled(x, shape, 0.0)], dim + 1)
+    shape = list(x.shape)
+    shape[dim] = size * stride
+    return interleaved.reshape(*shape).narrow(dim, 0, (size - 1) * stride + 1)
+
+
 class ConvTranspose2d(Function):
     """y = conv_transpose2d(x, weight, bias); x (N,C_in,H,W), weight (C_in,C_out,kh,kw)."""
-
-    composite = composite.conv_transpose2d  # create_graph=True differentiates this
 
     def forward(self, x, weight, bias, stride, padding, output_padding, dilation):
         x, weight = contiguous(x), contiguous(weight)
@@ -101,6 +112,18 @@ class ConvTranspose2d(Function):
             grad_b = Tensor._dense(be.reduce("sum", g._view(), (0, 2, 3)), (g.shape[1],),
                                    g.device)
         return grad_x, grad_w, grad_b, None, None, None, None
+
+    def unfused(self, x, weight, bias, stride, padding, output_padding, dilation):
+        """The unfused form: the convolution this one is the adjoint of:
+        the input spread by the stride (zeros between pixels), padded by ``d*(k-1) - p`` (plus
+        ``output_padding`` after), correlated with the kernel flipped and its channels swapped."""
+        kh, kw = weight.shape[2:]
+        xs = _spread(_spread(x, 2, stride[0]), 3, stride[1])
+        for dim, k, p, extra, d in zip((2, 3), (kh, kw), padding, output_padding, dilation):
+            xs = padded(xs, dim, d * (k - 1) - p, d * (k - 1) - p + extra)
+        out_hw = tuple(s - d * (k - 1) for s, k, d in zip(xs.shape[2:], (kh, kw), dilation))
+        return with_bias(correlate(xs, lambda i, j: weight[:, :, kh - 1 - i, kw - 1 - j],
+                                     (kh, kw), out_hw, (1, 1), dilation), bias)
 
 
 @op(method=False, F=True, module="ConvTranspose2d", tol=(1e-5, 1e-5),

@@ -1,10 +1,11 @@
 """Elementwise ops: arithmetic with broadcasting, math functions, activations, comparisons.
 
 Every map comes from the op table (``backends/optable.py``): each op with a derivative is one
-``Function`` class here (``Unary`` or ``Binary`` plus the table entry), and each op marked
-``method=True`` is one public function (``exp``, ``relu``, ``maximum``, ...). The functions
-below add what the table does not say: Python-scalar fast paths (``x + 3`` is one ``affine``
-map), dtype promotion, ``where`` and comparisons.
+``Function`` class here, named after it (``relu`` -> ``Relu``: ``Unary`` with the entry and its
+derivative formula compiled, :func:`derivative`), and each op marked ``method=True`` is one
+public function (``exp``, ``relu``, ``maximum``, ...). The functions below add what the table
+does not say: Python-scalar fast paths (``x + 3`` is one ``affine`` map), dtype promotion,
+``where`` and comparisons.
 
 Broadcasting never copies: both operands become stride-0 views of the output shape and one
 ``binary`` kernel reads them. Backward undoes the broadcast with ``sum_to``.
@@ -18,8 +19,10 @@ import numbers
 import numpy as np
 
 from .. import dtypes
-from ..autograd import Function
+from ..autograd import Function, is_grad_enabled
 from ..backends import optable
+from ..backends.optable import (  # noqa: F401 (names the derivative formulas use)
+    GELU_CUBIC, INV_SQRT_2PI, SQRT1_2, SQRT_2_OVER_PI, TWO_OVER_SQRT_PI)
 from ..backends.contract import View
 from ..tensor import Device, Tensor, _check_dtype, check_memory_format, float32
 from .common import as_float, check_same_device, new, promote
@@ -28,11 +31,30 @@ from .shape import ToDevice, broadcast_shapes, clone, expand_strides, expand_vie
 
 
 # --- the maps of the op table: one Function per differentiable op -------------------------
+def derivative(formula, names):
+    """A table op's derivative formula (``backends/optable.py``) as a function of ``names``
+    (``"g, x, y, a, b"``). The formula is evaluated in this module, so its names are the
+    public functions of the table ops (``exp``, ``sign``, ...), ``where`` and ``clamp``; lines
+    ``t = ...`` before the last name parts the last line uses twice."""
+    *parts, result = [line.strip() for line in formula.strip().splitlines()]
+    source = "\n    ".join([f"def derivative({names}):", *parts, f"return {result}"])
+    scope = {}
+    exec(compile(source, f"<derivative: {formula}>", "exec"), globals(), scope)
+    return scope["derivative"]
+
+
+def _full(value, shape, like):
+    """A derivative's result as a tensor of ``shape`` (a formula's constant ``0`` included)."""
+    return value if isinstance(value, Tensor) else Tensor._full(shape, value, like.dtype,
+                                                                like.device)
+
+
 class Unary(Function):
-    """y = op(x, alpha, beta); the derivative is the op's ``grad`` in ``backends/optable.py``
-    (a fused map has a Tensor-op form for create_graph, or raises naming the op)."""
+    """y = op(x, alpha, beta); the derivative is the op's formula in ``backends/optable.py``,
+    or, with ``fused=``, that one backward map (the formula then serves create_graph)."""
 
     entry: optable.Op
+    derivative: staticmethod  # the entry's formula, compiled: (g, x, y, a, b) -> dx
     differentiable_backward = True  # Tensor ops: create_graph differentiates them again
 
     def forward(self, x, alpha=0.0, beta=0.0):
@@ -45,7 +67,19 @@ class Unary(Function):
 
     def backward(self, g):
         x, y = self.saved_tensors
-        return self.entry.grad(g, x, y, self.alpha, self.beta)
+        return self.gradient(g, x, y, self.alpha, self.beta)
+
+    @classmethod
+    def gradient(cls, g, x, y, alpha, beta):
+        """The op's derivative times ``g``: the fused map when nothing records (one kernel
+        instead of a mask and a multiply, which would record no graph), else the formula."""
+        fused = cls.entry.fused
+        if fused:
+            saved = x if cls.entry.saves == "x" else y
+            if not (is_grad_enabled() and (g.requires_grad or saved.requires_grad)):
+                out = g.backend.binary(fused, g._view(), saved._view(), alpha, beta)
+                return Tensor._result(out, g.shape, g.device)
+        return _full(cls.derivative(g, x, y, alpha, beta), g.shape, g)
 
 
 def broadcast_views(a: Tensor, b: Tensor):
@@ -73,6 +107,7 @@ class Binary(Function):
     saved only when the derivatives read them (``add``/``sub`` need only the shapes)."""
 
     entry: optable.Op
+    derivatives: tuple  # the entry's two formulas, compiled: (g, x, y) -> dx, -> dy
     differentiable_backward = True  # Tensor ops: create_graph differentiates them again
 
     def forward(self, a, b):
@@ -84,10 +119,12 @@ class Binary(Function):
 
     def backward(self, g):
         a, b = self.saved_tensors if self.entry.saves else (None, None)
-        dx, dy = self.entry.grad
+        dx, dy = self.derivatives
         shape_a, shape_b = self.shapes
-        return (sum_to(dx(g, a, b), shape_a) if self.needs_input_grad[0] else None,
-                sum_to(dy(g, a, b), shape_b) if self.needs_input_grad[1] else None)
+        return (sum_to(_full(dx(g, a, b), g.shape, g), shape_a) if self.needs_input_grad[0]
+                else None,
+                sum_to(_full(dy(g, a, b), g.shape, g), shape_b) if self.needs_input_grad[1]
+                else None)
 
 
 def _function(base, entry, suffix=""):
@@ -96,8 +133,11 @@ def _function(base, entry, suffix=""):
     entry, and bound in this module under its name (``ops.elementwise.Relu``; a node's
     ``grad_fn`` shows ``ReluBackward``)."""
     name = "".join(part.title() for part in entry.name.split("_")) + suffix
+    compiled = ({"derivative": staticmethod(derivative(entry.grad, "g, x, y, a, b"))}
+                if base is Unary else
+                {"derivatives": tuple(derivative(d, "g, x, y") for d in entry.grad)})
     return type(name, (base,), {"entry": entry, "__doc__": f"{entry.name}: {entry.formula}",
-                                "__module__": __name__})
+                                "__module__": __name__, **compiled})
 
 
 UNARY_FUNCTIONS = {op.name: _function(Unary, op, "Scalar" if op.name in optable.BINARY_BY_NAME

@@ -27,8 +27,9 @@ import numpy as np
 from ..autograd import SCALAR_TYPES, Function, is_grad_enabled, no_grad
 from ..backends.contract import View, contiguous_strides
 from ..tensor import Tensor, owns_dense_buffer
-from . import composite
 from . import elementwise as ew
+from .common import filled
+from .elementwise import where
 from .registry import divisors, method, op
 from .shape import broadcast_shapes, expand_view, sum_to, zeros_with_window
 
@@ -46,12 +47,22 @@ def _dense_copy(t: Tensor) -> Tensor:
     return Tensor._dense(t.backend.contiguous(t._view()), t.shape, t.device)
 
 
+def _window_positions(base, window):
+    """The flat positions in dense ``base`` of a window (shape, strides, offset): an int64
+    tensor of the window's shape."""
+    shape, strides, offset = window
+    pos = np.full(shape, offset, np.int64)
+    for d, (n, s) in enumerate(zip(shape, strides)):
+        ramp = [1] * len(shape)
+        ramp[d] = n
+        pos = pos + np.arange(n, dtype=np.int64).reshape(ramp) * s
+    return Tensor._from_array(pos, base.device)
+
+
 class CopySlices(Function):
     """The base of a view after a write through it: ``base`` with ``window`` holding ``values``.
     The values are already in the buffer; this node only routes gradients: the window's part
     of the gradient goes to ``values``, the rest to the old base."""
-
-    composite = composite.copy_slices  # what create_graph=True differentiates
 
     def forward(self, base, values, window):
         self.window, self.values_shape = window, values.shape
@@ -71,12 +82,21 @@ class CopySlices(Function):
         g.backend.assign_(region, expand_view(Tensor._full((), 0, g.dtype, g.device), shape))
         return g_base, g_values, None
 
+    def unfused(self, base, values, window):
+        """The unfused form: ``base`` with its window holding ``values`` (a write
+        through a view): the values scattered to the window's flat positions, chosen there by a
+        mask (``where``, so an inf outside the window stays inf)."""
+        pos = _window_positions(base, window).reshape(-1)
+        flat = base.reshape(-1)
+        placed = filled(flat, flat.shape, 0.0).scatter_add(
+            0, pos, values.expand(*window[0]).reshape(-1))
+        inside = filled(pos, flat.shape, 0).scatter_add(0, pos, filled(pos, pos.shape, 1)) > 0
+        return where(inside, placed, flat).reshape(base.shape)
+
 
 class ViewOf(Function):
     """A window (shape, strides, offset) of a dense base, as a view: the grad_fn a view gets
     after a write through it re-based its base."""
-
-    composite = composite.view_of  # what create_graph=True differentiates
 
     def forward(self, base, window):
         self.window, self.base_shape = window, base.shape
@@ -88,6 +108,12 @@ class ViewOf(Function):
 
     def name(self):
         return "AsStridedBackward"
+
+    def unfused(self, base, window):
+        """The unfused form: the window of ``base`` (its elements picked by flat
+        position)."""
+        pos = _window_positions(base, window)
+        return base.reshape(-1).index_select(0, pos.reshape(-1)).reshape(pos.shape)
 
 
 # --- the recipe ---------------------------------------------------------------------------------
@@ -311,7 +337,7 @@ class ActivationInPlace(Function):
     differentiable_backward = True  # Tensor ops: create_graph differentiates them again
 
     def forward(self, x, name, slope):
-        self.entry, self.slope = ew.UNARY_FUNCTIONS[name].entry, slope
+        self.function, self.slope = ew.UNARY_FUNCTIONS[name], slope
         _map_in_blocks_(x, name, slope)
         self.mark_dirty(x)
         self.save_for_backward(x.detach())  # a detached alias: no output -> node -> output cycle
@@ -319,10 +345,10 @@ class ActivationInPlace(Function):
 
     def backward(self, g):
         y, = self.saved_tensors
-        return self.entry.grad(g, y, y, self.slope, 0.0), None, None
+        return self.function.gradient(g, y, y, self.slope, 0.0), None, None
 
     def name(self):
-        return f"{ew.UNARY_FUNCTIONS[self.entry.name].__name__}Backward"  # ReluBackward
+        return f"{self.function.__name__}Backward"  # ReluBackward
 
 
 ACTIVATION_BLOCK = 1 << 20

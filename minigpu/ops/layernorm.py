@@ -13,7 +13,6 @@ from ..autograd import Function
 from ..backends.contract import numel
 from ..dtypes import autocast_cast
 from ..tensor import Tensor
-from . import composite
 from . import elementwise as ew
 from .registry import op
 from .shape import contiguous
@@ -30,9 +29,12 @@ def _vector(t, cols):
     return None if t is None else _matrix(t, cols)[1]._replace(shape=(cols,), strides=(1,))
 
 
-class LayerNormFunction(Function):
-    composite = composite.layer_norm  # what create_graph=True differentiates
+def normalised(x, dims, eps):
+    centred = x - x.mean(dims, keepdim=True)
+    return centred * ((centred * centred).mean(dims, keepdim=True) + eps) ** -0.5
 
+
+class LayerNormFunction(Function):
     def forward(self, x, weight, bias, cols, eps):
         x, xv = _matrix(x, cols)
         y, mean, rstd = x.backend.layer_norm(xv, _vector(weight, cols), _vector(bias, cols), eps)
@@ -52,6 +54,15 @@ class LayerNormFunction(Function):
         gw = Tensor._dense(dw, weight.shape, g.device) if needs[1] else None
         gb = Tensor._dense(db, self.bias_shape, g.device) if needs[2] else None
         return gx, gw, gb, None, None
+
+    def unfused(self, x, weight, bias, cols, eps):
+        """The unfused form: each row of ``cols`` features normalised (biased variance)."""
+        y = normalised(x.reshape(-1, cols), 1, eps)
+        if weight is not None:
+            y = y * weight.reshape(cols)
+        if bias is not None:
+            y = y + bias.reshape(cols)
+        return y.reshape(x.shape)
 
 
 @op(method=False, F=True, module="LayerNorm",

@@ -24,9 +24,9 @@ import warnings
 from ..autograd import Function, is_grad_enabled, no_grad
 from ..dtypes import autocast_cast
 from ..tensor import Tensor, int64
-from . import composite
 from . import elementwise as ew
 from .common import check_same_device
+from .reduce import picked
 from .registry import op
 from .shape import contiguous, stack, sum_to
 from .softmax import _rows, log_softmax
@@ -268,8 +268,6 @@ def _scatter(idx: Tensor, src: Tensor, c: int) -> Tensor:
 class NLLLoss(Function):
     """loss_r = -coef_r * logp[r, t_r]; backward scatters -g*coef into the target columns."""
 
-    composite = composite.nll_loss  # what create_graph=True differentiates
-
     def forward(self, logp, target, coef):
         self.classes = logp.shape[1]
         logp = contiguous(logp)
@@ -282,6 +280,11 @@ class NLLLoss(Function):
         target, coef = self.saved_tensors
         return _scatter(target, -(g * coef), self.classes), None, None
 
+    def unfused(self, logp, target, coef):
+        """The unfused form: ``-coef_r * logp[r, target_r]`` (an ignored row's target may
+        lie outside the classes: it picks nothing, and its coef is 0)."""
+        return -picked(logp, 1, target.unsqueeze(1)) * coef
+
 
 class CrossEntropy(Function):
     """Fused log_softmax + NLL (+ label smoothing) over rows (R, C).
@@ -292,8 +295,6 @@ class CrossEntropy(Function):
     (eps/C)*g_r*valid_r*w_c`` with ``p = exp(logp)`` and ``a_r = g_r*((1-eps)*coef_r +
     (eps/C)*valid_r*sum(w))``: ``softmax - onehot`` when eps = 0 and there are no weights.
     """
-
-    composite = composite.cross_entropy  # what create_graph=True differentiates
 
     def forward(self, x, target, coef, valid, weight, smoothing):
         x, view = _rows(x)
@@ -323,6 +324,17 @@ class CrossEntropy(Function):
         spread = gv.unsqueeze(1) * (eps / c)
         grad = grad - (spread if weight is None else spread * weight)
         return grad, None, None, None, None, None
+
+    def unfused(self, x, target, coef, valid, weight, smoothing):
+        """The unfused form over rows (the classes last): log_softmax, NLL, and
+        label smoothing's spread."""
+        logp = x.reshape(-1, x.shape[-1]).log_softmax(1)
+        loss = NLLLoss.unfused(self, logp, target, coef)
+        if smoothing:
+            weighted = logp if weight is None else logp * weight
+            c = x.shape[-1]
+            loss = loss * (1.0 - smoothing) - weighted.sum(1) * valid * (smoothing / c)
+        return loss
 
 
 def _finish(loss, coef, reduction, shape):

@@ -26,9 +26,9 @@ from ..autograd import Function, no_grad
 from ..backends.contract import View
 from ..dtypes import float16
 from ..tensor import Tensor
-from . import composite
 from . import elementwise as ew
 from .common import as_float, check_same_device, uniform
+from .layernorm import normalised
 from .registry import Unlike, op
 
 
@@ -68,8 +68,6 @@ class BatchNormTrain(Function):
     centred * (scale/n * invstd * sum(g*xhat)) - scale/n * sum(g)``. No Tensor op runs in
     between (each would cost more host time than a small layer's arithmetic)."""
 
-    composite = composite.batch_norm  # what create_graph=True differentiates
-
     def forward(self, x, weight, bias, eps):
         x = x.contiguous()
         weight, bias = (p if p is None or p.dtype == x.dtype else p.to(x.dtype)
@@ -95,7 +93,7 @@ class BatchNormTrain(Function):
         mean_t, var_t = Tensor._dense(mean, (c,), x.device), Tensor._dense(var, (c,), x.device)
         self.mark_non_differentiable(mean_t, var_t)
         # x itself is kept, as PyTorch keeps it (and the node keeps its inputs anyway, for its
-        # composite): backward subtracts the mean again instead of holding a second full-size
+        # unfused form): backward subtracts the mean again instead of holding a second full-size
         # buffer, ``centred``, through the whole forward and backward.
         self.mean = mean
         self.save_for_backward(x, Tensor._dense(invstd, (c,), x.device), weight)
@@ -133,6 +131,18 @@ class BatchNormTrain(Function):
         gb = Tensor._dense(sum_g, (c,), g.device) if len(self.needs_input_grad) > 2 and \
             self.needs_input_grad[2] else None
         return gx, gw, gb, None
+
+    def unfused(self, x, weight, bias, eps):
+        """The unfused form: each channel normalised with its batch
+        statistics (the batch mean and variance outputs get no gradient)."""
+        dims = (0,) + tuple(range(2, x.ndim))
+        channel = (1, -1) + (1,) * (x.ndim - 2)
+        y = normalised(x, dims, eps)
+        if weight is not None:
+            y = y * weight.to(x.dtype).reshape(*channel)
+        if bias is not None:
+            y = y + bias.to(x.dtype).reshape(*channel)
+        return y, None, None
 
 
 @op(method=False, F=True, module="BatchNorm2d", tol=(1e-5, 1e-5),

@@ -21,15 +21,24 @@ import numbers
 from ..autograd import Function
 from ..backends.contract import conv_out_size, pair
 from ..tensor import Tensor
-from . import composite
+from .common import filled
+from .conv import padded2d, window
 from .linalg import matmul
 from .registry import op
-from .shape import cat, contiguous
+from .shape import cat, contiguous, stack
+
+
+def _pool_taps(xp, kernel, stride, out_hw):
+    return [window(xp, i, j, out_hw, stride, (1, 1))
+            for i in range(kernel[0]) for j in range(kernel[1])]
+
+
+def _pool_out(x, kernel, stride, padding):
+    return tuple(conv_out_size(s, k, st, p) for s, k, st, p in
+                 zip(x.shape[2:], kernel, stride, padding))
 
 
 class MaxPool2d(Function):
-    composite = composite.max_pool2d  # what create_graph=True differentiates
-
     def forward(self, x, kernel, stride, padding):
         x = contiguous(x)
         out, argmax = x.backend.maxpool2d(x._view(), kernel, stride, padding)
@@ -46,10 +55,16 @@ class MaxPool2d(Function):
         grad = g.backend.maxpool2d_backward(g._view(), self.indices._view(), self.x_shape)
         return Tensor._dense(grad, self.x_shape, g.device), None, None, None
 
+    def unfused(self, x, kernel, stride, padding):
+        """The unfused form: the taps stacked last, padded with -inf, and the max along
+        them (the gradient goes to the first maximum in the window's row-major order, the element
+        the fused op's argmax names)."""
+        taps = _pool_taps(padded2d(x, padding, float("-inf")), kernel, stride,
+                          _pool_out(x, kernel, stride, padding))
+        return stack(taps, -1).max(-1).values, None
+
 
 class AvgPool2d(Function):
-    composite = composite.avg_pool2d  # what create_graph=True differentiates
-
     def forward(self, x, kernel, stride, padding, count_include_pad):
         x = contiguous(x)
         self.args = (kernel, stride, padding, count_include_pad)
@@ -63,6 +78,19 @@ class AvgPool2d(Function):
         g = contiguous(g)
         grad = g.backend.avgpool2d_backward(g._view(), self.x_shape, *self.args)
         return Tensor._dense(grad, self.x_shape, g.device), None, None, None, None
+
+    def unfused(self, x, kernel, stride, padding, count_include_pad):
+        """The unfused form: the sum of the taps over the zero-padded input, divided by
+        the window size (or, without ``count_include_pad``, by how many real pixels each window
+        holds: the same sum over a padded tensor of ones)."""
+        out_hw = _pool_out(x, kernel, stride, padding)
+        taps = _pool_taps(padded2d(x, padding), kernel, stride, out_hw)
+        total = sum(taps[1:], taps[0])
+        if count_include_pad:
+            return total / (kernel[0] * kernel[1])
+        ones = padded2d(filled(x, (1, 1) + tuple(x.shape[2:]), 1.0), padding)
+        taps = _pool_taps(ones, kernel, stride, out_hw)
+        return total / sum(taps[1:], taps[0])
 
 
 def _pool_args(name, input, kernel_size, stride, padding, dilation=1, ceil_mode=False):

@@ -5,11 +5,14 @@ import builtins
 import math
 from collections import namedtuple
 
+import numpy as np
+
 from ..autograd import SCALAR_TYPES, Function, is_grad_enabled, no_grad
 from ..dtypes import SCALAR_NAMES, autocast_cast, float16, int64
 from ..tensor import Tensor
-from . import composite
 from . import elementwise as ew
+from .common import filled
+from .elementwise import where
 from .registry import op
 from .shape import normalize_dim, normalize_dims, permute, reshape
 
@@ -81,10 +84,17 @@ class Extreme(Function):
         return reshape(g, *kept) * mask / count, None, None, None
 
 
+def picked(x, dim, index):
+    """``x`` at ``index`` along ``dim`` (``index`` of x's rank, size 1 along ``dim``), summed
+    out: a mask (``where``: a product with a one-hot would turn a -inf elsewhere into NaN)."""
+    ramp_shape = [1] * x.ndim
+    ramp_shape[dim] = x.shape[dim]
+    ramp = Tensor._from_array(np.arange(x.shape[dim]).reshape(ramp_shape), x.device)
+    return where(ramp == index, x, filled(x, (), 0.0)).sum(dim)
+
+
 class ArgExtreme(Function):
     """max/min along one dim returning (values, indices); gradient flows to the argmax."""
-
-    composite = composite.arg_extreme  # what create_graph=True differentiates
 
     def forward(self, x, op, dim, keepdim):
         self.dim, self.source = dim, x.shape
@@ -104,6 +114,12 @@ class ArgExtreme(Function):
         moved = Tensor._dense(flat, [self.source[d] for d in order], g.device)
         inverse = sorted(range(len(order)), key=order.__getitem__)
         return permute(moved, *inverse), None, None, None
+
+    def unfused(self, x, op, dim, keepdim):
+        """The unfused form (max or min along ``dim``, with indices): the element
+        the forward's index names."""
+        values = picked(x, dim, self.indices if keepdim else self.indices.unsqueeze(dim))
+        return (values.unsqueeze(dim) if keepdim else values), None
 
 
 @op(mg=True, example=lambda r: (r.standard_normal((3, 4)), 1))

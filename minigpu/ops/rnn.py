@@ -28,9 +28,10 @@ import numpy as np
 from ..autograd import Function
 from ..backends.contract import View, dense
 from ..tensor import Tensor
-from . import composite
-from .common import check_same_device
+from .common import check_same_device, filled
+from .elementwise import where
 from .registry import op
+from .shape import stack
 
 
 # --- view helpers --------------------------------------------------------------------------------
@@ -63,11 +64,35 @@ def _tensor(buf, shape, like: Tensor) -> Tensor:
     return Tensor._dense(buf, tuple(shape), like.device)
 
 
+def lstm_step(gates, c_prev):
+    """PyTorch's LSTM cell on gate pre-activations in the order (i, f, g, o)."""
+    hs = c_prev.shape[1]
+    i, f, g, o = (gates.narrow(1, k * hs, hs) for k in range(4))
+    c = f.sigmoid() * c_prev + i.sigmoid() * g.tanh()
+    return o.sigmoid() * c.tanh(), c
+
+
+def unrolled(step):
+    """A ``Recurrence``'s unfused form over ``step(gates, state) -> (h, state)``: the sequence one
+    step at a time, each step a matmul with W_hh^T and the cell's maps."""
+    def recurrence(ctx, xproj, h0, c0, w_hh, reverse=False):
+        steps = xproj.shape[0]
+        h, state = h0, c0
+        if ctx.has_state and state is None:
+            state = filled(xproj, (xproj.shape[1], w_hh.shape[1]), 0.0)
+        outputs = [None] * steps
+        for t in (range(steps - 1, -1, -1) if reverse else range(steps)):
+            gates = xproj[t] if h is None else xproj[t] + h @ w_hh.t()
+            h, state = step(gates, state)
+            outputs[t] = h
+        output = stack(outputs, 0)
+        return (output, h, state) if ctx.has_state else (output, h)
+    return recurrence
+
+
 # --- the LSTM cell step --------------------------------------------------------------------------
 class LSTMCellFunction(Function):
     """(gates (N, 4H), c_prev (N, H)) -> (h, c): one fused kernel forward, one backward."""
-
-    composite = composite.lstm_cell  # what create_graph=True differentiates
 
     def forward(self, gates, c_prev):
         b = gates.backend
@@ -84,6 +109,10 @@ class LSTMCellFunction(Function):
         gc = grad_c._view() if grad_c is not None else _zeros_view(b, shape, c.dtype)
         dg, dc = b.lstm_cell_backward(act._view(), c_prev._view(), c._view(), gh, gc)
         return _tensor(dg, act.shape, act), _tensor(dc, shape, act)
+
+    def unfused(self, gates, c_prev):
+        """The unfused form: (h, c) from the gates and the previous cell state."""
+        return lstm_step(gates, c_prev)
 
 
 def lstm_cell(gates, c_prev):
@@ -109,8 +138,6 @@ class GRUCellFunction(Function):
     the two (N, 3H) gradients), on column views of gx and gh (no slicing copies), instead of
     ~25 autograd nodes and the zero-fill + copy that each slice's backward costs.
     """
-
-    composite = composite.gru_cell  # what create_graph=True differentiates
 
     def forward(self, gx, gh, h_prev):
         b = gx.backend
@@ -147,6 +174,14 @@ class GRUCellFunction(Function):
             b.assign_(View(dgh, (n, hs), (3 * hs, 1), k * hs), d(buf))
         return (_tensor(dgx, (n, 3 * hs), g), _tensor(dgh, (n, 3 * hs), g),
                 _tensor(gz, (n, hs), g))
+
+    def unfused(self, gx, gh, h_prev):
+        """The unfused form: PyTorch's GRU step from the two projections (gate order r, z, n)."""
+        hs = h_prev.shape[1]
+        r = (gx.narrow(1, 0, hs) + gh.narrow(1, 0, hs)).sigmoid()
+        z = (gx.narrow(1, hs, hs) + gh.narrow(1, hs, hs)).sigmoid()
+        n = (gx.narrow(1, 2 * hs, hs) + r * gh.narrow(1, 2 * hs, hs)).tanh()
+        return n + z * (h_prev - n)
 
 
 def gru_cell(gx, gh, h_prev):
@@ -281,7 +316,7 @@ class LSTMRecurrence(Recurrence):
     activations and the (N, H) cell state of every step."""
 
     has_state = True
-    composite = composite.lstm_recurrence  # what create_graph=True differentiates
+    unfused = unrolled(lstm_step)  # for create_graph=True
 
     def cell(self, b, gates, state):
         h, c, act = b.lstm_cell(gates, state)
@@ -298,7 +333,7 @@ class TanhRecurrence(Recurrence):
     """Elman RNN, h = tanh(xproj[t] + h @ W_hh^T): one unary launch per step; backward
     ``tanh_grad(dh, h)`` from the saved output (nothing else is kept)."""
 
-    composite = composite.tanh_recurrence  # what create_graph=True differentiates
+    unfused = unrolled(lambda gates, state: (gates.tanh(), None))  # for create_graph=True
 
     def cell(self, b, gates, state):
         return b.unary("tanh", gates), None, None
@@ -311,7 +346,7 @@ class ReluRecurrence(Recurrence):
     """Elman RNN with relu: relu(pre) > 0 exactly when the output h > 0, so ``relu_grad``
     reads the saved output instead of a saved pre-activation."""
 
-    composite = composite.relu_recurrence  # what create_graph=True differentiates
+    unfused = unrolled(lambda gates, state: (gates.relu(), None))  # for create_graph=True
 
     def cell(self, b, gates, state):
         return b.unary("relu", gates), None, None
@@ -329,8 +364,6 @@ class UnbindSteps(Function):
     (L, ...) buffer (one copy per step; zeros for steps without a gradient) instead of L
     full-size zero tensors and L full-size accumulating adds, which slicing with ``x[t]`` would
     cost (quadratic in L)."""
-
-    composite = composite.unbind_steps  # what create_graph=True differentiates
 
     def forward(self, x):
         self.shape, self.dtype = tuple(x.shape), x.dtype
@@ -353,6 +386,10 @@ class UnbindSteps(Function):
                 b.assign_(_step(full, t), g._view())
         return Tensor._dense(out, self.shape, like.device)
 
+    def unfused(self, x):
+        """The unfused form: x[0], x[1], ... (slices)."""
+        return tuple(x[t] for t in range(x.shape[0]))
+
 
 def unbind_steps(x):
     return UnbindSteps.apply(x) if x.shape[0] > 1 else (x[0],)
@@ -363,8 +400,6 @@ class EmbeddingFunction(Function):
     """out[...] = weight[idx[...]]: ``index_select`` forward; backward ``index_add`` (atomics
     on cuda: repeated indices accumulate), with the rows of ``padding_idx`` masked to zero
     first (one ``where`` over a stride-0 broadcast of the (N,) keep-mask)."""
-
-    composite = composite.embedding  # what create_graph=True differentiates
 
     def forward(self, weight, idx, padding_idx=None):
         b = weight.backend
@@ -392,6 +427,15 @@ class EmbeddingFunction(Function):
                                  _zeros_view(b, (n, d), g.dtype)), (n, d))
         out = b.index_add(self.flat, rows, self.rows)
         return Tensor._dense(out, (self.rows, d), g.device), None, None
+
+    def unfused(self, weight, idx, padding_idx=None):
+        """The unfused form: rows of ``weight`` selected (the ``padding_idx``
+        row as a constant: it gets no gradient)."""
+        flat = idx.reshape(-1)
+        rows = weight.index_select(0, flat)
+        if padding_idx is not None:
+            rows = where((flat == padding_idx).unsqueeze(1), rows.detach(), rows)
+        return rows.reshape(*idx.shape, weight.shape[1])
 
 
 @op(method=False, F=True, module="Embedding",

@@ -19,7 +19,6 @@ import numpy as np
 
 from ..autograd import Function, no_grad
 from ..tensor import Tensor, int64
-from . import composite
 from .common import check_same_device
 from .elementwise import where
 from .indexing import scatter_add
@@ -35,9 +34,18 @@ def _scan(x: Tensor, op, dim, exclusive=False, reverse=False) -> Tensor:
     return Tensor._dense(out, x.shape, x.device)
 
 
-class Scan(Function):
-    composite = composite.scan  # what create_graph=True differentiates
+def _running(x, dim, combine):
+    """The inclusive scan of ``x`` along ``dim`` as a chain of ``combine`` calls (what a
+    gradient of any order differentiates exactly, zeros of a product included)."""
+    total = x.narrow(dim, 0, 1)
+    parts = [total]
+    for k in range(1, x.shape[dim]):
+        total = combine(total, x.narrow(dim, k, 1))
+        parts.append(total)
+    return parts
 
+
+class Scan(Function):
     def forward(self, x, op, dim):
         self.op, self.dim = op, dim
         y = _scan(x, op, dim)
@@ -50,6 +58,11 @@ class Scan(Function):
             return _scan(g, "sum", self.dim, reverse=True), None, None
         x, y = self.saved_tensors
         return cumprod_grad(x, y, g, self.dim), None, None
+
+    def unfused(self, x, op, dim):
+        """The unfused form: cumsum or cumprod along ``dim``."""
+        parts = _running(x, dim, (lambda a, b: a + b) if op == "sum" else (lambda a, b: a * b))
+        return cat(parts, dim)
 
 
 def cumprod_grad(x, y, g, dim):
@@ -96,8 +109,6 @@ def cumprod(x, dim, dtype=None):
 class Prod(Function):
     """prod over one dim (``None``: x was flattened, dim 0)."""
 
-    composite = composite.prod  # what create_graph=True differentiates
-
     def forward(self, x, dim, keepdim):
         self.dim, self.keepdim = dim, keepdim
         self.save_for_backward(x)
@@ -116,6 +127,11 @@ class Prod(Function):
         kept = list(x.shape)
         kept[self.dim] = 1
         return expand(reshape(g, *kept), *x.shape) * others, None, None
+
+    def unfused(self, x, dim, keepdim):
+        """The unfused form: the product along ``dim`` (the last running product)."""
+        total = _running(x, dim, lambda a, b: a * b)[-1]
+        return total if keepdim else total.squeeze(dim)
 
 
 @op(mg=True, example=lambda r: (r.standard_normal((3, 4)), 1))

@@ -14,7 +14,6 @@ from collections import namedtuple
 
 from ..autograd import Function
 from ..tensor import Tensor
-from . import composite
 from .registry import op
 from .shape import normalize_dim, transpose
 
@@ -24,8 +23,6 @@ TopkResult = namedtuple("topk", ["values", "indices"])
 
 class Sort(Function):
     """(values, indices) of x's rows (last axis) sorted; gradient to the source positions."""
-
-    composite = composite.sort  # what create_graph=True differentiates
 
     def forward(self, x, descending):
         values, indices = x.backend.sort(x._view(), descending)
@@ -38,6 +35,10 @@ class Sort(Function):
         out = g.backend.scatter_add_dim(zeros._view(), g.ndim - 1, self.indices._view(),
                                         g._view())
         return Tensor._dense(out, g.shape, g.device), None
+
+    def unfused(self, x, descending):
+        """The unfused form: x gathered at the indices the forward found."""
+        return x.gather(-1, self.indices), None
 
 
 def _sorted(x, dim, descending):
