@@ -48,8 +48,8 @@ import numpy as np
 from numba import cuda
 
 from ..contract import View
-from .blocks import numba_type, pow2_at_least, warp_allreduce
-from .device import SIMULATOR, WARP_SIZE, current_stream, empty, launch_1d, scalar
+from .blocks import launch, numba_type, pow2_at_least, warp_allreduce
+from .device import SIMULATOR, WARP_SIZE, current_stream, empty, scalar
 from .kernelspec import KernelSpec, reported
 from .memory import dense, full
 
@@ -512,17 +512,13 @@ def attention_naive(q: View, k: View, v: View, mask, causal, scale):
     has_mask, margs = _mask_args(mask, qb)
     scores, p = empty(B * L * S, dtype), empty(B * L * S, dtype)
     out, lse = empty(B * L * EV, dtype), empty(B * L, dtype)
-    stream = current_stream()
     if B * L * S:
-        grid, block = launch_1d(B * L * S)
-        naive_scores_kernel(dtype, has_mask, bool(causal))[grid, block, stream](
-            qb, kb, *margs, L, S, E, scalar(scale, dtype), scores)
+        launch(naive_scores_kernel(dtype, has_mask, bool(causal)), B * L * S,
+               qb, kb, *margs, L, S, E, scalar(scale, dtype), scores)
     if B * L:
-        grid, block = launch_1d(B * L)
-        naive_softmax_kernel(dtype)[grid, block, stream](scores, S, p, lse)
+        launch(naive_softmax_kernel(dtype), B * L, scores, S, p, lse)
     if B * L * EV:
-        grid, block = launch_1d(B * L * EV)
-        naive_weighted_sum_kernel(dtype)[grid, block, stream](p, vb, L, S, EV, out)
+        launch(naive_weighted_sum_kernel(dtype), B * L * EV, p, vb, L, S, EV, out)
     return out, lse
 
 

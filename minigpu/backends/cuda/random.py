@@ -21,7 +21,8 @@ import numba
 import numpy as np
 from numba import cuda
 
-from .device import SIMULATOR, current_stream, empty, launch_1d
+from .blocks import launch
+from .device import SIMULATOR, empty
 from .kernelspec import KernelSpec, reported
 
 if SIMULATOR:
@@ -133,9 +134,7 @@ def random_uniform(n, seed, offset, dtype):
     dtype = np.dtype(dtype)
     out = empty(n, dtype)
     if n:
-        grid, block = launch_1d(n)
-        uniform_kernel(dtype)[grid, block, current_stream()](
-            out, stream_key(seed, 0), _counter0(offset))
+        launch(uniform_kernel(dtype), n, out, stream_key(seed, 0), _counter0(offset))
     return out
 
 
@@ -144,7 +143,6 @@ def random_normal(n, seed, offset, dtype):
     dtype = np.dtype(dtype)
     out = empty(n, dtype)
     if n:
-        grid, block = launch_1d(n)
-        normal_kernel(dtype)[grid, block, current_stream()](
-            out, stream_key(seed, 1), stream_key(seed, 2), _counter0(offset))
+        launch(normal_kernel(dtype), n, out, stream_key(seed, 1), stream_key(seed, 2),
+               _counter0(offset))
     return out

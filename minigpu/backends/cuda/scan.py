@@ -42,8 +42,8 @@ from numba import cuda
 
 from ..contract import View, numel
 from . import memory
-from .blocks import COMBINE, identity, numba_type, pow2_at_least
-from .device import SIMULATOR, WARP_SIZE, current_stream, empty, launch_1d
+from .blocks import COMBINE, identity, launch, numba_type, pow2_at_least
+from .device import SIMULATOR, WARP_SIZE, current_stream, empty
 from .kernelspec import KernelSpec, reported
 from .reduce import BLOCKS_PER_SM, MAX_GRID_Y, THREADS_PER_SM, sm_count
 
@@ -291,9 +291,7 @@ def _scan_rows(op, buf, rows, K, out, exclusive, reverse, max_block, split):
     if plan.splits > 1:
         prefix = empty(rows * plan.splits, dtype)
         _scan_rows(op, partials, rows, plan.splits, prefix, False, False, max_block, 1)
-        grid, blk = launch_1d(rows * K)
-        propagate_kernel(op)[grid, blk, stream](out, K, plan.chunk, plan.splits, prefix,
-                                                reverse)
+        launch(propagate_kernel(op), rows * K, out, K, plan.chunk, plan.splits, prefix, reverse)
 
 
 def scan(op, x: View, axis, exclusive=False, reverse=False, *, max_block=None, split=None):
@@ -313,9 +311,8 @@ def scan(op, x: View, axis, exclusive=False, reverse=False, *, max_block=None, s
     if inner == 1:
         _scan_rows(op, buf, n // K, K, out, exclusive, reverse, max_block, split)
     else:
-        grid, blk = launch_1d(n // K)
-        scan_column_kernel(op, exclusive, reverse)[grid, blk, current_stream()](
-            buf, K, inner, identity(op, x.dtype), out)
+        launch(scan_column_kernel(op, exclusive, reverse), n // K,
+               buf, K, inner, identity(op, x.dtype), out)
     return out
 
 
@@ -335,8 +332,7 @@ def masked_select(x: View, mask: View, *, max_block=None):
     count = int(memory.to_numpy(View(pos, (1,), (1,), n - 1))[0])  # the sync: shape from data
     out = empty(count, x.dtype)
     if count:
-        grid, blk = launch_1d(n)
-        compact_kernel[grid, blk, current_stream()](memory.dense(x), m, pos, out)
+        launch(compact_kernel, n, memory.dense(x), m, pos, out)
     return out
 
 
@@ -347,7 +343,5 @@ def masked_scatter(mask: View, src: View, *, max_block=None):
     if n == 0:
         return out
     m, pos = _positions(mask, max_block)
-    grid, blk = launch_1d(n)
-    zero = identity("sum", src.dtype)
-    expand_kernel[grid, blk, current_stream()](memory.dense(src), m, pos, zero, out)
+    launch(expand_kernel, n, memory.dense(src), m, pos, identity("sum", src.dtype), out)
     return out

@@ -12,7 +12,8 @@ import functools
 from numba import cuda
 
 from ..contract import View
-from .device import current_stream, empty, launch_1d
+from .blocks import launch
+from .device import empty
 from .kernelspec import KernelSpec, reported
 
 
@@ -57,8 +58,7 @@ def searchsorted(seq: View, values: View, right=False):
     (R, S), V = seq.shape, values.shape[1]
     out = empty(R * V, "int64")
     if R * V:
-        grid, block = launch_1d(R * V)
-        searchsorted_kernel(bool(right))[grid, block, current_stream()](
+        launch(searchsorted_kernel(bool(right)), R * V,
             seq.buf, seq.offset, seq.strides[0], seq.strides[1],
             values.buf, values.offset, values.strides[0], values.strides[1], out, R, S, V)
     return out

@@ -34,8 +34,8 @@ from numba import cuda
 
 from ..contract import View
 from . import memory
-from .blocks import numba_type
-from .device import SIMULATOR, current_stream, empty, launch_1d
+from .blocks import launch, numba_type
+from .device import SIMULATOR, current_stream, empty
 from .kernelspec import KernelSpec, reported
 
 PRODUCTION_BLOCK = 256   # threads per block on a GPU: tiles of 512 (value, index) pairs
@@ -172,8 +172,7 @@ def sort(x: View, descending=False, *, max_block=None):
     tile = 2 * block
     keys, idx = empty(rows * P, x.dtype), empty(rows * P, np.int64)
     stream = current_stream()
-    grid, blk = launch_1d(rows * P)
-    pad_rows_kernel[grid, blk, stream](memory.dense(x), C, P, keys, idx)
+    launch(pad_rows_kernel, rows * P, memory.dense(x), C, P, keys, idx)
     local = bitonic_tile_kernel(np.dtype(x.dtype), block, descending)[(rows, P // tile), block,
                                                                       stream]
     local(keys, idx, P, C, 2, tile)
@@ -181,8 +180,7 @@ def sort(x: View, descending=False, *, max_block=None):
     while k <= P:
         j = k // 2
         while j >= tile:
-            grid, blk = launch_1d(rows * P // 2)
-            bitonic_step_kernel(descending)[grid, blk, stream](keys, idx, P, C, k, j)
+            launch(bitonic_step_kernel(descending), rows * P // 2, keys, idx, P, C, k, j)
             j //= 2
         local(keys, idx, P, C, k, k)
         k *= 2
