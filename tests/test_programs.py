@@ -72,6 +72,14 @@ CORPUS = [
     ("mingpt_chargpt", "mingpt/chargpt.py", "--model.model_type=None --model.n_layer=1 "
      "--model.n_head=2 --model.n_embd=16 --data.block_size=16 --trainer.batch_size=4 "
      "--trainer.max_iters=10 --trainer.num_workers=0", []),
+    # PyTorch's tutorials, "Learning PyTorch with Examples": y = sin(x) fitted by a cubic, 2000
+    # steps each, through a custom autograd.Function, nn.Sequential(Linear, Flatten(0, 1)) and
+    # a Module of four scalar Parameters
+    *[(name, f"tutorials/{name}.py", "", [])
+      for name in ("polynomial_custom_function", "polynomial_nn", "polynomial_module")],
+    # "What is torch.nn really?": 12 trainings of 2 epochs, from raw tensors to a CNN through a
+    # wrapped DataLoader; its MNIST pickle written by setup_data.py (64 + 32 images)
+    ("nn_tutorial", "nn_tutorial/nn_tutorial.py", "", []),
     # yunjey/pytorch-tutorial: no options; sized by fakevision's small MNIST (64 images)
     *[(f"yunjey_{name}", f"yunjey/{name}/main.py", "", [])
       for name in ("feedforward", "logistic_regression", "linear_regression", "cnn", "rnn",
