@@ -182,8 +182,8 @@ def child(path, name, repeat, counting):
         best = t if best is None else min(best, t)
     taken = {}
     if path in ("fast", "cached", "auto"):
-        from minigpu.simulator import fast
-        for kernel, counts in fast.STATS.items():
+        from minigpu.simulator import compiled
+        for kernel, counts in compiled.STATS.items():
             for how, k in counts.items():
                 taken[f"{kernel.split('.')[0]}: {how}"] = k
     print(json.dumps({"first": first, "best": best, "paths": taken, **counted}))

@@ -9,7 +9,7 @@ from . import backends, random as _random, simulator
 from .graphs import (CaptureError, CUDAGraph, graph, graph_pool_handle,  # noqa: F401
                      make_graphed_callables)
 from .graphs.capture import refuse as _refuse_in_capture
-from .simulator import counters as _counters, trace as _trace
+from .simulator import access_trace as _access_trace, counters as _counters
 
 
 def _device():
@@ -70,11 +70,11 @@ def trace(block=0, warp=None):
     one warp of it) of every launch inside the ``with``: ``tr.touches``, grouped into
     warp-level requests by ``tr.requests()`` (their sectors, banks and active-lane masks).
     ``minigpu.lessons.draw`` draws them. Needs the simulator: see
-    ``minigpu/simulator/trace.py``."""
+    ``minigpu/simulator/access_trace.py``."""
     if not simulator.is_installed():
         raise RuntimeError("minigpu.cuda.trace() records on the CUDA simulator: set "
                            "NUMBA_ENABLE_CUDASIM=1 before importing minigpu")
-    return _trace.trace(block, warp)
+    return _access_trace.trace(block, warp)
 
 
 def synchronize():

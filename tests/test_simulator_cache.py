@@ -1,6 +1,6 @@
-"""The compiled path's disk cache (``minigpu.simulator.fastcache``): a kernel compiled in one
-process is loaded, not compiled, by the next; a change to anything its machine code depends on
-(here a global constant) is a miss, never a stale result."""
+"""The compiled path's disk cache (``minigpu.simulator.compiled_cache``): a kernel compiled in
+one process is loaded, not compiled, by the next; a change to anything its machine code depends
+on (here a global constant) is a miss, never a stale result."""
 import json
 import os
 import subprocess
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from minigpu.simulator import fastcache
+from minigpu.simulator import compiled_cache
 
 pytestmark = pytest.mark.skipif(not cuda.config.ENABLE_CUDASIM, reason="simulator only")
 
@@ -19,7 +19,7 @@ import json, os, sys
 import numpy as np
 from numba import cuda, float32
 import minigpu
-from minigpu.simulator import fast
+from minigpu.simulator import compiled
 
 SCALE = float(os.environ["SCALE"])
 TILE = 8
@@ -37,8 +37,8 @@ def scaled_reverse(x, out):
 x = np.arange(4 * TILE, dtype=np.float32)
 out = np.zeros_like(x)
 scaled_reverse[4, TILE](x, out)
-(driver,) = [d for (k, _), d in fast._COMPILED.items() if k is scaled_reverse]
-print(json.dumps({"out": out.tolist(), "paths": dict(fast.STATS["scaled_reverse"]),
+(driver,) = [d for (k, _), d in compiled._COMPILED.items() if k is scaled_reverse]
+print(json.dumps({"out": out.tolist(), "paths": dict(compiled.STATS["scaled_reverse"]),
                   "loaded": sum(driver.driver.stats.cache_hits.values()),
                   "compiled": sum(driver.driver.stats.cache_misses.values())}))
 '''
@@ -75,25 +75,25 @@ def test_a_compiled_kernel_is_loaded_by_the_next_process_and_a_changed_constant_
 
 
 def test_a_global_that_cannot_be_described_keeps_the_kernel_out_of_the_cache():
-    assert fastcache.fingerprint("y = LIMIT + np.float32(1)", {"LIMIT": 3, "np": np}) == \
+    assert compiled_cache.fingerprint("y = LIMIT + np.float32(1)", {"LIMIT": 3, "np": np}) == \
         ["LIMIT=int 3", "np=module numpy"]
-    assert fastcache.fingerprint("y = thing.x", {"thing": object()}) is None
-    assert fastcache.key(["src"], [None]) is None
+    assert compiled_cache.fingerprint("y = thing.x", {"thing": object()}) is None
+    assert compiled_cache.key(["src"], [None]) is None
     # a function holding a comprehension (a nested code object, whose repr has its address)
     # is described by its content: the same in every process
     made = [{} for _ in range(2)]
     for ns in made:
         exec("def f(x):\n    return [i * x for i in range(3)]\n", ns)
     assert repr(made[0]["f"].__code__.co_consts) != repr(made[1]["f"].__code__.co_consts)
-    assert fastcache.describe(made[0]["f"]) == fastcache.describe(made[1]["f"])
-    assert fastcache.key(["src"], [["A=int 1"]]) != fastcache.key(["src"], [["A=int 2"]])
+    assert compiled_cache.describe(made[0]["f"]) == compiled_cache.describe(made[1]["f"])
+    assert compiled_cache.key(["src"], [["A=int 1"]]) != compiled_cache.key(["src"], [["A=int 2"]])
 
 
 def test_cache_off(monkeypatch):
     monkeypatch.setenv("MINIGPU_SIM_CACHE", "0")
-    assert fastcache.directory() is None
-    assert fastcache.source_file("abc", "def f(): pass\n") is None
-    assert fastcache.carried_types("abc") is None
+    assert compiled_cache.directory() is None
+    assert compiled_cache.source_file("abc", "def f(): pass\n") is None
+    assert compiled_cache.carried_types("abc") is None
 
 
 @cuda.jit
@@ -107,10 +107,10 @@ def keep_across_barrier(x, out):
 
 
 def test_the_same_kernel_with_other_argument_types_is_another_entry(tmp_path, monkeypatch):
-    from minigpu.simulator import config, fast
+    from minigpu.simulator import compiled, config
     monkeypatch.setenv("MINIGPU_SIM_CACHE", str(tmp_path))
     monkeypatch.setattr(config, "FAST", "always")
-    fast.STATS.clear()
+    compiled.STATS.clear()
     ints = np.arange(32, dtype=np.int64)
     out = np.zeros_like(ints)
     keep_across_barrier[1, 32](ints, out)
@@ -119,7 +119,7 @@ def test_the_same_kernel_with_other_argument_types_is_another_entry(tmp_path, mo
     out = np.zeros_like(halves)
     keep_across_barrier[1, 32](halves, out)
     np.testing.assert_array_equal(out, halves * 2)
-    assert dict(fast.STATS["keep_across_barrier"]) == {"fast": 2}
+    assert dict(compiled.STATS["keep_across_barrier"]) == {"fast": 2}
 
 
 def test_with_numbas_jit_disabled_every_launch_stays_checked(tmp_path):
@@ -128,10 +128,10 @@ def test_with_numbas_jit_disabled_every_launch_stays_checked(tmp_path):
     script = tmp_path / "no_jit.py"
     script.write_text(
         "import numpy as np\nfrom numba import cuda\nimport minigpu\n"
-        "from minigpu.simulator import fast\n"
+        "from minigpu.simulator import compiled\n"
         "@cuda.jit\ndef add_one(x):\n    i = cuda.grid(1)\n    if i < x.size:\n"
         "        x[i] += 1\n"
-        "x = np.zeros(64)\nadd_one[2, 32](x)\nprint(x.sum(), dict(fast.STATS['add_one']))\n")
+        "x = np.zeros(64)\nadd_one[2, 32](x)\nprint(x.sum(), dict(compiled.STATS['add_one']))\n")
     env = {**os.environ, "NUMBA_DISABLE_JIT": "1", "MINIGPU_SIM_FAST": "always",
            "MINIGPU_SIM_CACHE": str(tmp_path / "cache"), "NUMBA_ENABLE_CUDASIM": "1"}
     proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
@@ -145,7 +145,7 @@ import json, logging, math, time
 import numpy as np
 from numba import cuda, float32
 import minigpu
-from minigpu.simulator import fast
+from minigpu.simulator import compiled
 
 logging.basicConfig(level=logging.INFO)
 TILE = 8
@@ -162,13 +162,13 @@ def reversed_roots(x, out):
 x = np.arange(4 * TILE, dtype=np.float32)
 want = np.sqrt(x).reshape(4, TILE)[:, ::-1].ravel() + x
 right, deadline = [], time.time() + 400
-while fast.STATS["reversed_roots"]["fast"] < 2 and time.time() < deadline:
+while compiled.STATS["reversed_roots"]["fast"] < 2 and time.time() < deadline:
     out = np.zeros_like(x)
     reversed_roots[4, TILE](x, out)
     right.append(bool(np.allclose(out, want)))
     time.sleep(0.05)
-(driver,) = [d for (k, _), d in fast._COMPILED.items() if k is reversed_roots]
-print(json.dumps({"right": right, "paths": dict(fast.STATS["reversed_roots"]),
+(driver,) = [d for (k, _), d in compiled._COMPILED.items() if k is reversed_roots]
+print(json.dumps({"right": right, "paths": dict(compiled.STATS["reversed_roots"]),
                   "loaded": sum(driver.driver.stats.cache_hits.values()),
                   "compiled": sum(driver.driver.stats.cache_misses.values())}))
 '''

@@ -1,6 +1,6 @@
 """Pictures of access patterns, drawn from a simulator trace (``minigpu.cuda.trace``).
 
-Each view draws one panel from a :class:`minigpu.simulator.trace.Trace`:
+Each view draws one panel from a :class:`minigpu.simulator.access_trace.Trace`:
 
 - :func:`lanes`    lanes -> addresses of one warp's global request, its 32-byte sectors shaded
                    (coalesced: 4 neighbouring sectors; strided: one sector per lane);
@@ -26,7 +26,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from ..simulator.trace import trace
+from ..simulator.access_trace import trace
 
 SECTOR, BANKS, WARP = 32, 32, 32
 ACTIVE, MASKED, IDLE = "#2a7f3f", "#f2b8b5", "#eeeeee"   # lane colours of the mask views

@@ -7,13 +7,13 @@
   Default: on.
 - ``MINIGPU_SIM_SEED=<int>`` seeds the order in which the blocks of each launch run
   (default 0; the order is a fresh permutation per launch drawn from that seed).
-- ``MINIGPU_SIM_FAST=0|auto|always`` chooses how a kernel runs (:mod:`.fast`): ``auto``
-  (default) compiles a kernel once its checked launches have cost about what a compile costs,
-  or at its first launch when the disk cache (:mod:`.fastcache`, ``MINIGPU_SIM_CACHE``) holds
-  it; ``always`` compiles every eligible kernel at its first launch; ``0`` keeps every launch
-  on the checked interpreter. A compiled launch that suspects anything runs again on the
-  checked path, which gives the verdict. Read at each launch (``config.FAST``), so a
-  benchmark may switch it in-process.
+- ``MINIGPU_SIM_FAST=0|auto|always`` chooses how a kernel runs (:mod:`.compiled`):
+  ``auto`` (default) compiles a kernel once its checked launches have cost about what a
+  compile costs, or at its first launch when the disk cache (:mod:`.compiled_cache`,
+  ``MINIGPU_SIM_CACHE``) holds it; ``always`` compiles every eligible kernel at its first
+  launch; ``0`` keeps every launch on the checked interpreter. A compiled launch that
+  suspects anything runs again on the checked path, which gives the verdict. Read at each
+  launch (``config.FAST``), so a benchmark may switch it in-process.
 - ``MINIGPU_SIM_STRICT=1`` (strict mode, for learners and graders) also reports what the CUDA
   programming guide calls undefined but Volta and later GPUs complete: a block barrier that
   threads which have exited never reached (an early ``return`` before ``syncthreads()``, or a

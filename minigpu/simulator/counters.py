@@ -45,7 +45,7 @@ h100_predicted_us, h200_predicted_us
     expect, within the model's assumptions (no cache hits, a grid that fills the GPU).
 
 Both paths of the simulator count, with one function (:func:`_count`), so their numbers are
-the same: ``fast.py``'s compiled path writes a log of its accesses, the checked path's array
+the same: ``compiled.py``'s compiled path writes a log of its accesses, the checked path's array
 proxies report each one (they are on by default; with ``MINIGPU_SIM_CHECKS=0`` they are still
 made while a ``counters()`` block is active). Local arrays are not counted (registers,
 usually).
@@ -188,8 +188,8 @@ def table(entries, width=22):
 
 # One row of a launch's access log, as both paths give it: the checked interpreter's
 # :class:`~.memory.Access` records (converted by :meth:`Recorder.end`) and the compiled path's
-# log (written by ``fastmem.py``). ``site`` and ``array`` are any integers that tell sites and
-# arrays apart within the launch; ``block`` and ``thread`` are linear indices.
+# log (written by ``compiled_memory.py``). ``site`` and ``array`` are any integers that tell
+# sites and arrays apart within the launch; ``block`` and ``thread`` are linear indices.
 SITE, KIND, SPACE, ARRAY, BLOCK, THREAD, OFFSET, ITEMSIZE = range(8)
 LOAD, STORE, ATOMIC = 0, 1, 2
 GLOBAL, SHARED, LOCAL = 0, 1, 2

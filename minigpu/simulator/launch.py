@@ -24,7 +24,7 @@ Replaces ``FakeCUDAKernel.__call__``. For a kernel launch ``k[grid, block](*args
    to ``math`` or a ``math`` function is its IEEE version (:mod:`.ieee`); ``round`` is Numba's.
 4. **Block order**: the blocks run one after another in a shuffled order, a fresh permutation
    per launch drawn from ``MINIGPU_SIM_SEED`` (code that assumes block 0 runs first fails).
-   The launch runs compiled (:mod:`.fast`) when it can, in that same order; when that path
+   The launch runs compiled (:mod:`.compiled`) when it can, in that same order; when that path
    suspects anything it restores the arguments and the checked path below runs it.
 5. **The end**: an indeterminate value still held by global memory is reported
    (``memory.check_kept``).
@@ -49,7 +49,7 @@ import numpy as np
 from numba.core import types as _numba_types
 from numba.core.registry import CPUDispatcher
 
-from . import config, fast, ieee, memory, rules
+from . import compiled, config, ieee, memory, rules
 from .blocks import run_block, run_grid
 from .errors import LaunchConfigError
 
@@ -102,7 +102,7 @@ def launch(self, *args):
                           types[i] if i < len(types) else None)
                      for i, a in enumerate(args)]
         _rng.shuffle(points)
-        if not (cooperative or config.STRICT) and fast.try_launch(  # strict: checked path
+        if not (cooperative or config.STRICT) and compiled.try_launch(  # strict: checked path
                 self, name, fake_args, grid_dim, block_dim, points):
             for wb in retr:
                 wb()
@@ -118,11 +118,12 @@ def launch(self, *args):
                 for ordinal, point in enumerate(points):
                     run_block(self.fn, name, point, block_dim, ordinal, self._debug, fake_args,
                               state)
-                    fast.checked_block(self, name, fake_args, ordinal + 1, len(points), started)
+                    compiled.checked_block(self, name, fake_args, ordinal + 1, len(points),
+                                           started)
         memory.check_kept(state)
         if observed:
             memory.notify_event("end")
-        fast.checked_time(self, name, fake_args, len(points) * int(np.prod(block_dim)),
+        compiled.checked_time(self, name, fake_args, len(points) * int(np.prod(block_dim)),
                           time.perf_counter() - started)
         for wb in retr:
             wb()

@@ -58,7 +58,7 @@ def apply(cuda, _set):
     memory.kernelapi = kernelapi
     launch._sim = (kernel_mod, kernelapi, devicearray, args_mod)
     launch._cuda = cuda
-    launch.fast.bind(cuda, kernel_mod.FakeCUDAKernel)
+    launch.compiled.bind(cuda, kernel_mod.FakeCUDAKernel)
     sites.skip_dir(os.path.dirname(kernel_mod.__file__) + os.sep)
     _set(kernel_mod.FakeCUDAKernel, "__call__", launch.launch)
     _set(kernel_mod.FakeCUDAKernel, "overloads", property(launch.overloads))

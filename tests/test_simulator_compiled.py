@@ -1,4 +1,4 @@
-"""The compiled path (``minigpu.simulator.fast``, ``MINIGPU_SIM_FAST=always``) against the
+"""The compiled path (``minigpu.simulator.compiled``, ``MINIGPU_SIM_FAST=always``) against the
 checked interpreter: the same results on correct kernels, and on buggy ones the checked path's
 verdict (the compiled path only suspects, then falls back)."""
 import ast
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from numba import cuda, float32
 
-from minigpu.simulator import config, fast, fastmem, rules
+from minigpu.simulator import compiled as compiled_path, compiled_memory, config, rules
 from minigpu.simulator.counters import counters
 from minigpu.simulator.errors import OutOfBoundsError, RaceError, UninitializedReadError
 
@@ -125,8 +125,8 @@ def reverse_blocks(x, out):
 @pytest.fixture
 def compiled(monkeypatch):
     monkeypatch.setattr(config, "FAST", "always")
-    fast.STATS.clear()
-    return fast.STATS
+    compiled_path.STATS.clear()
+    return compiled_path.STATS
 
 
 def test_barrier_kernel_matches_checked_path(compiled, monkeypatch):
@@ -204,7 +204,7 @@ def test_a_shuffle_of_half_a_warp_takes_the_checked_path(compiled, monkeypatch):
     path decides (the same result as without the compiled path)."""
     got, want = np.zeros(32, np.float32), np.zeros(32, np.float32)
     half_warp_shuffle[1, 32](got)
-    assert "fallback: " + fast.fastmem.SUSPECTS[fast.fastmem.DIVERGENT] in \
+    assert "fallback: " + compiled_memory.SUSPECTS[compiled_memory.DIVERGENT] in \
         compiled["half_warp_shuffle"]
     monkeypatch.setattr(config, "FAST", "0")
     half_warp_shuffle[1, 32](want)
@@ -281,11 +281,11 @@ def test_a_spin_on_a_later_thread_falls_back_instead_of_hanging(compiled):
     ever on a flag the last thread sets. After RUNAWAY_ITERATIONS iterations it is suspected,
     and the checked path, whose threads take turns, runs the launch; a loop that ends stays
     compiled."""
-    from minigpu.simulator import fastmem
+    from minigpu.simulator import compiled_memory
     out = np.zeros(4, np.int32)
     spin_on_the_last_thread[1, 4](np.zeros(1, np.int32), out)
     np.testing.assert_array_equal(out, [1, 1, 1, 0])
-    reason = f"fallback: {fastmem.SUSPECTS[fastmem.RUNAWAY]}"
+    reason = f"fallback: {compiled_memory.SUSPECTS[compiled_memory.RUNAWAY]}"
     assert compiled["spin_on_the_last_thread"][reason] == 1, dict(compiled)
     out[:] = 0
     spin_on_the_last_thread[1, 4](np.ones(1, np.int32), out)   # the flag is already set
@@ -333,7 +333,7 @@ def test_counters_count_the_same_on_both_paths(compiled, monkeypatch):
 def test_a_trace_keeps_launches_on_the_checked_path(compiled):
     """A trace records every touch with its thread: the compiled path does not log that,
     so while one is on, launches take the checked path."""
-    from minigpu.simulator.trace import trace
+    from minigpu.simulator.access_trace import trace
     x = np.arange(TILE, dtype=np.float32)
     out = np.zeros_like(x)
     with trace() as tr:
@@ -346,13 +346,13 @@ def test_auto_keeps_cheap_launches_on_the_checked_path(monkeypatch):
     """``auto`` compiles only once a kernel's checked launches cost about a compile: the
     suite's small launches never pay for one."""
     monkeypatch.setattr(config, "FAST", "auto")
-    fast.STATS.clear()
+    compiled_path.STATS.clear()
     x = np.arange(2 * TILE, dtype=np.float32)
     out = np.zeros_like(x)
     for _ in range(2):
         add_one[2, TILE](x, out)
-    assert dict(fast.STATS["add_one"]) == {"checked": 2}
-    assert not any(key[0] is add_one for key in fast._COMPILED)
+    assert dict(compiled_path.STATS["add_one"]) == {"checked": 2}
+    assert not any(key[0] is add_one for key in compiled_path._COMPILED)
     np.testing.assert_array_equal(out, x + 1)
 
 
@@ -382,7 +382,7 @@ def test_compiles_and_the_checked_path_are_logged(compiled, caplog):
         for _ in range(2):
             doubled[1, 32](x, out)
         warp_all_positive[1, 32](x, np.zeros(32, np.bool_))
-    said = [r.getMessage() for r in caplog.records if r.name == "minigpu.simulator.fast"]
+    said = [r.getMessage() for r in caplog.records if r.name == "minigpu.simulator.compiled"]
     assert len(said) == 3, said
     assert said[0] in ("doubled: compiling for the compiled path (once per machine and argument "
                        "types: the disk cache keeps it)", "doubled: loading from the disk cache")
@@ -417,19 +417,20 @@ def test_every_lesson_variant_runs_compiled_with_the_checked_paths_result(experi
         with counters() as checked:
             want = _host(variant.run(experiment.build(Inputs(small=True))))
         monkeypatch.setattr(config, "FAST", "always")
-        fast.STATS.clear()
+        compiled_path.STATS.clear()
         with counters() as compiled:
             got = _host(variant.run(experiment.build(Inputs(small=True))))
         if want is not None:
             np.testing.assert_allclose(got, want, **experiment.tol, err_msg=variant.name)
         assert checked and [(k.name, k.metrics) for k in compiled] == \
             [(k.name, k.metrics) for k in checked], variant.name
-        paths = {name: set(c) - {"checked"} for name, c in fast.STATS.items()}
+        paths = {name: set(c) - {"checked"} for name, c in compiled_path.STATS.items()}
         assert paths, variant.name
         if variant.name in FLOAT16:
             assert all(any("float16" in p for p in ps) for ps in paths.values()), paths
         else:
-            assert all(ps == {"fast"} for ps in paths.values()), (variant.name, paths)
+            why = [d for d in compiled_path._COMPILED.values() if isinstance(d, str)]
+            assert all(ps == {"fast"} for ps in paths.values()), (variant.name, paths, why)
 
 
 @cuda.jit
@@ -487,4 +488,5 @@ def test_bit_intrinsics_run_compiled_with_the_checked_paths_result(compiled, mon
         x[3] = -5
         with pytest.raises(ValueError, match="invalid literal"):
             bit_counts[2, TILE](x, out)
-        assert compiled["bit_counts"]["fallback: " + fastmem.SUSPECTS[fastmem.BITS]] == 1
+        suspected = "fallback: " + compiled_memory.SUSPECTS[compiled_memory.BITS]
+        assert compiled["bit_counts"][suspected] == 1

@@ -1,6 +1,6 @@
 """The compiled path's disk cache: a kernel compiles once per machine, not once per process.
 
-Compiling a kernel for the compiled path (:mod:`.fast`) costs seconds to minutes; running it,
+Compiling a kernel for the compiled path (:mod:`.compiled`) costs seconds to minutes; running it,
 milliseconds. So the generated driver is written to a file of the cache directory and compiled
 with Numba's ``cache=True``: the next process that launches the same kernel with the same
 argument types loads its machine code from ``__pycache__`` beside that file.

@@ -1,6 +1,6 @@
 """The compiled path's memory: checked loads, stores and atomics as Numba CPU functions.
 
-Every array a compiled kernel touches (:mod:`.fast`) is a :class:`Buf`: the data, its bits as
+Every array a compiled kernel touches (:mod:`.compiled`) is a :class:`Buf`: the data, its bits as
 integers (to recognise the poison of never-written memory, ``memory.poison_of``), and
 an int64 shadow array that records, per element, the last writer (thread, epoch) and the
 readers (one thread, or ``MANY``; their latest epoch; their block, or ``MANY``).
@@ -15,7 +15,7 @@ These functions never decide an error. They *suspect* one: an index outside ``[0
 (negative included), a load of the poison, a conflict, an integer division by zero. They write
 the reason to ``F[0]`` and go on with a harmless value; the launch is then run again from its
 saved arguments on the checked interpreter, which gives the verdict and the message
-(:func:`.fast.launch`). So the compiled path can only be slower than the checked one on a
+(:func:`.compiled.launch`). So the compiled path can only be slower than the checked one on a
 suspect kernel, never more lenient.
 
 Speed: every helper here is inlined into the kernel's machine code (``forceinline``: LLVM's
@@ -31,7 +31,7 @@ textual LLVM IR spells the whole aggregate type at every field it extracts. So a
 arrays as it can be (the five shadows of an element are one row of ``shadow``), and a shadow
 check receives that row, not the Buf; the poison's bits are ``meta[4]``: a 128x128 matmul's IR
 went from 39 MB to 8 MB, its first call from 36-41 s to 15-19 s (with the regions taking only
-the arguments they read, ``fast.py``; ``docs/simulator.md``).
+the arguments they read, ``compiled.py``; ``docs/simulator.md``).
 """
 from collections import namedtuple
 
@@ -149,7 +149,7 @@ def _caller_owned(instr, args, typemap, func_ir, alias_map, arg_aliases):
     """In the compiled path's code, every array (and tuple of arrays) is memory of the
     driver's caller, whatever Numba's alias analysis follows of the borrowing."""
     name = instr.target.name
-    if typemap and func_ir.loc.filename.startswith("<minigpu.fast") and \
+    if typemap and func_ir.loc.filename.startswith("<minigpu.compiled") and \
             isinstance(typemap.get(name), (types.Array, types.BaseTuple)):
         arg_aliases.add(name)
 
@@ -348,7 +348,7 @@ def _compile(src, name, extra=None):
     ns = {"_outside": _outside, "observe_load": observe_load, "observe_store": observe_store,
           "observe_atomic": observe_atomic, "log_access": log_access, "LOCAL": LOCAL, "np": np,
           **(extra or {})}
-    exec(compile(src, f"<minigpu.fastmem.{name}>", "exec"), ns)
+    exec(compile(src, f"<minigpu.compiled_memory.{name}>", "exec"), ns)
     return ns[name]
 
 
@@ -558,8 +558,9 @@ FULL_MASK = 0xFFFFFFFF
 def shuffle(kind, lanes, own, arg, mask, t, c, F):
     """Thread ``t``'s result of a warp shuffle: ``lanes`` holds every thread's ``var`` (the
     shuffle is a split point: all of them were stored before this region runs). Lanes outside
-    ``[0, 32)`` give the thread its own value, as on the GPU (``warp.warp_results``). Suspect: a mask other than the
-    full warp, a source lane past the end of a partial last warp."""
+    ``[0, 32)`` give the thread its own value, as on the GPU (``warp.warp_results``).
+    Suspect: a mask other than the full warp, a source lane past the end of a partial last
+    warp."""
     if mask != FULL_MASK:
         F[0] = DIVERGENT
         return own

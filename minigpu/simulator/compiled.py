@@ -7,7 +7,7 @@ CPU target:
 
 1. **Rewrite** (:class:`Rewrite`): ``cuda.threadIdx.x`` and friends read the thread context
    ``__c``; every subscript of an array becomes a checked ``load``/``store`` of
-   :mod:`.fastmem` (bounds, poison, races), atomics its stand-ins, integer ``/ // %`` a
+   :mod:`.compiled_memory` (bounds, poison, races), atomics its stand-ins, integer ``/ // %`` a
    division that suspects a zero divisor; device functions are rewritten the same way.
 2. **Split at the barriers** (:func:`_plan`): the body becomes *regions* (code without a
    ``syncthreads``) and the block-level ``for``/``while``/``if`` statements that contain a
@@ -19,7 +19,7 @@ CPU target:
    shuffled order, the regions in order, and poisons each block's shared arrays and each
    thread's local arrays again. It allocates nothing: :class:`Compiled` passes it every array
    (shared and local storage, the variables that cross a barrier), and it works on borrowed
-   views of them (:func:`.fastmem.borrow`), which cost no reference counting.
+   views of them (:func:`.compiled_memory.borrow`), which cost no reference counting.
 
 A launch on the compiled path never decides an error. When anything is suspect (an index
 outside an array, a load of never-written memory, a conflict, a zero divisor, a divergent
@@ -29,7 +29,7 @@ compile (warp intrinsics, grid sync, dynamic shared memory, slices, ``print``, a
 rewrite does not know) always take the checked path; so do launches while a trace observes
 memory. Under the performance counters every access also writes a row of the launch's log,
 which ``counters.py`` counts as it counts the checked path's. :data:`STATS` records which
-launches took which path; the ``minigpu.simulator.fast`` logger says, at INFO, when a kernel
+launches took which path; the ``minigpu.simulator.compiled`` logger says, at INFO, when a kernel
 starts compiling, how long it took (or its load from the disk cache), and why a kernel stays on
 the checked path.
 """
@@ -53,10 +53,10 @@ from numba.core import config as numba_config
 from numba.core.errors import NumbaError
 from numba.core.registry import cpu_target
 
-from . import config, counters, fastcache, fastmem, ieee, memory, rules
+from . import compiled_cache, compiled_memory, config, counters, ieee, memory, rules
+from .compiled_memory import (BDX, BDY, BDZ, BLOCK, BX, BY, BZ, DIVERGENT, EPOCH, GDX, GDY,
+                              GDZ, NTHREADS, THREAD, TX, TY, TZ)
 from .counters import GLOBAL, LOCAL, SHARED
-from .fastmem import (BDX, BDY, BDZ, BLOCK, BX, BY, BZ, DIVERGENT, EPOCH, GDX, GDY, GDZ,
-                      NTHREADS, THREAD, TX, TY, TZ)
 
 AUTO_SECONDS = 30.0
 """``auto`` compiles a kernel once its checked launches (spent and predicted) reach this.
@@ -203,7 +203,7 @@ class Rewrite(ast.NodeTransformer):
             return _call("__BARRIER", [])
         if len(path) == 2 and path[0] == "atomic":
             op = {"compare_and_swap": "cas", "cas": "cas"}.get(path[1], path[1])
-            if op != "cas" and op not in fastmem.ATOMICS:
+            if op != "cas" and op not in compiled_memory.ATOMICS:
                 raise Ineligible(f"cuda.atomic.{path[1]}")
             if op == "cas" and path[1] == "compare_and_swap":
                 args = [args[0], ast.Constant(0)] + args[1:]
@@ -212,19 +212,20 @@ class Rewrite(ast.NodeTransformer):
             return self._access(name, node, args)
         if path == ["const", "array_like"]:
             return args[0]
-        if len(path) == 1 and path[0] in fastmem.BIT_INTRINSICS and len(args) == 1:
+        if len(path) == 1 and path[0] in compiled_memory.BIT_INTRINSICS and len(args) == 1:
             return _call(f"__{path[0]}", [args[0], ast.Name("__F", ast.Load())])
-        if len(path) == 1 and path[0] in fastmem.SHUFFLES and len(args) == 3:
+        if len(path) == 1 and path[0] in compiled_memory.SHUFFLES and len(args) == 3:
             if not self.kernel:
                 raise Ineligible("a warp shuffle in a device function not inlined")
             mask, value, arg = args
-            return _call("__SHFL", [ast.Constant(fastmem.SHUFFLES[path[0]]), value, arg, mask])
+            kind = ast.Constant(compiled_memory.SHUFFLES[path[0]])
+            return _call("__SHFL", [kind, value, arg, mask])
         raise Ineligible(f"cuda.{'.'.join(path)}")
 
     def visit_BinOp(self, node):
         node = self.generic_visit(node)
         op = type(node.op).__name__
-        if op in fastmem.DIVISIONS:
+        if op in compiled_memory.DIVISIONS:
             return _call(f"__{op}", [node.left, node.right, ast.Name("__F", ast.Load())])
         return node
 
@@ -297,7 +298,7 @@ class Rewrite(ast.NodeTransformer):
         base = self.visit(t.value)
         old = self._access("__load", t, [base, ast.Name(temp, ast.Load())])
         right = self.visit(node.value)
-        if op in fastmem.DIVISIONS:
+        if op in compiled_memory.DIVISIONS:
             new = _call(f"__{op}", [old, right, ast.Name("__F", ast.Load())])
         else:
             new = ast.BinOp(old, node.op, right)
@@ -430,7 +431,7 @@ def _function_def(fn):
     return func
 
 
-SPLITS = {"syncthreads", *fastmem.SHUFFLES}
+SPLITS = {"syncthreads", *compiled_memory.SHUFFLES}
 """The ``cuda`` calls the split cuts a kernel at: a device function that makes one (itself or
 through another) is inlined into the kernel, so that the split sees it."""
 
@@ -616,17 +617,19 @@ ROUNDING = (math.floor, math.ceil, math.trunc)
 target; the compiled path calls NumPy's (``__floor`` ...), which keep the float."""
 
 _HELPERS = {
-    "__load": fastmem.load, "__store": fastmem.store, "__atomic_cas": fastmem.atomic_cas,
-    "__shape_of": fastmem.shape_of, "__size_of": fastmem.size_of,
-    "__ndim_of": fastmem.ndim_of, "__len_of": fastmem.len_of,
-    "__local_row": fastmem.local_row, "__reset": fastmem.reset,
-    "__borrow": fastmem.borrow, "__shuffle": fastmem.shuffle,
-    "__warps_converged": fastmem.warps_converged, "__loop_goes_on": fastmem.loop_goes_on,
+    "__load": compiled_memory.load, "__store": compiled_memory.store,
+    "__atomic_cas": compiled_memory.atomic_cas,
+    "__shape_of": compiled_memory.shape_of, "__size_of": compiled_memory.size_of,
+    "__ndim_of": compiled_memory.ndim_of, "__len_of": compiled_memory.len_of,
+    "__local_row": compiled_memory.local_row, "__reset": compiled_memory.reset,
+    "__borrow": compiled_memory.borrow, "__shuffle": compiled_memory.shuffle,
+    "__warps_converged": compiled_memory.warps_converged,
+    "__loop_goes_on": compiled_memory.loop_goes_on,
     "np": np,
     **{f"__{f.__name__}": getattr(np, f.__name__) for f in ROUNDING},
-    **{f"__atomic_{k}": v for k, v in fastmem.ATOMICS.items()},
-    **{f"__{k}": v for k, v in fastmem.DIVISIONS.items()},
-    **{f"__{k}": v for k, v in fastmem.BIT_INTRINSICS.items()},
+    **{f"__atomic_{k}": v for k, v in compiled_memory.ATOMICS.items()},
+    **{f"__{k}": v for k, v in compiled_memory.DIVISIONS.items()},
+    **{f"__{k}": v for k, v in compiled_memory.BIT_INTRINSICS.items()},
 }
 
 
@@ -804,9 +807,9 @@ class Compiled:
         # that live across a barrier
         self.shared, self.local, self.carried = shared, local, carried
 
-    def run(self, values, order, dims, log=fastmem.NO_LOG):
-        """Run the launch; its flags (:data:`.fastmem.SUSPECT`: the suspect's number in
-        :data:`.fastmem.SUSPECTS`, 0 if none; the accesses logged into ``log``, the barriers
+    def run(self, values, order, dims, log=compiled_memory.NO_LOG):
+        """Run the launch; its flags (:data:`.compiled_memory.SUSPECT`: the suspect's number in
+        :data:`.compiled_memory.SUSPECTS`, 0 if none; the accesses logged into ``log``, the barriers
         completed)."""
         args = self._arguments(values, order, dims, log)
         self.driver(*args)
@@ -816,17 +819,17 @@ class Compiled:
         """Compile (or load from the disk cache) the driver's machine code for these argument
         values' types now, without running it."""
         dims = np.ones(6, np.int64)
-        args = self._arguments(values, np.zeros((1, 3), np.int64), dims, fastmem.NO_LOG)
+        args = self._arguments(values, np.zeros((1, 3), np.int64), dims, compiled_memory.NO_LOG)
         self.driver.compile(tuple(typeof(a) for a in args))
 
     def _arguments(self, values, order, dims, log):
         nt = int(dims[0] * dims[1] * dims[2])
-        extra = [fastmem.make_buf(np.empty(shape, dt), SHARED, log, -1 - k)
+        extra = [compiled_memory.make_buf(np.empty(shape, dt), SHARED, log, -1 - k)
                  for k, (shape, dt) in enumerate(self.shared.values())]
-        extra += [fastmem.make_buf(np.empty((nt,) + shape, dt), LOCAL, log)
+        extra += [compiled_memory.make_buf(np.empty((nt,) + shape, dt), LOCAL, log)
                   for shape, dt in self.local.values()]
         extra += [np.zeros(nt, dt) for dt in self.carried.values()]
-        flags = np.zeros(fastmem.FLAGS, np.int64)
+        flags = np.zeros(compiled_memory.FLAGS, np.int64)
         return [*values, order, dims, flags, *extra, np.zeros(16, np.int64),
                 np.ones(nt, np.bool_), np.ones(nt, np.bool_),
                 np.zeros((max(2 * self.branches, 1), nt), np.bool_)]
@@ -841,7 +844,7 @@ class KernelCompiler:
         self.devices = {}
         self.sources = []   # what was compiled, for ``source()`` and the cache key
         self.files = {}     # file -> its number in the sites (:meth:`site`)
-        self.fingerprints = []   # the globals each source reads (:func:`.fastcache.fingerprint`)
+        self.fingerprints = []   # the globals each source reads (compiled_cache.fingerprint)
 
     def site(self, node):
         """The site of the access ``node``: its file's number and its line, one integer."""
@@ -868,8 +871,8 @@ class KernelCompiler:
                   **{n: self.ns[n] for n in self.ns if n.startswith("__dev")}}
             src = ast.unparse(func)
             self.sources.append(src)
-            self.fingerprints.append(fastcache.fingerprint(src, ns))
-            exec(compile(src, f"<minigpu.fast {name}>", "exec"), ns)
+            self.fingerprints.append(compiled_cache.fingerprint(src, ns))
+            exec(compile(src, f"<minigpu.compiled {name}>", "exec"), ns)
             self.ns[name] = njit(error_model="numpy", forceinline=True)(ns[name])
             # later device functions see this one too
         return self.devices[key]
@@ -924,19 +927,19 @@ class KernelCompiler:
         ns = dict(self.ns)
         self.sources += sources
         for name, src in zip([u.fname for u in units], sources):
-            exec(compile(src, f"<minigpu.fast {self.fn.__name__}.{name}>", "exec"), ns)
+            exec(compile(src, f"<minigpu.compiled {self.fn.__name__}.{name}>", "exec"), ns)
             ns[name] = njit(error_model="numpy", forceinline=True)(ns[name])
         src = _driver_source(params, plan, units, extra, rw, carried)
         self.sources.append(src)
-        self.fingerprints += [fastcache.fingerprint(s, ns) for s in sources + [src]]
+        self.fingerprints += [compiled_cache.fingerprint(s, ns) for s in sources + [src]]
         # the argument types too: the carried variables' types depend on them
-        key = fastcache.key(self.sources + [str(typeof(a)) for a in args], self.fingerprints)
-        dtypes = fastcache.carried_types(key)
+        key = compiled_cache.key(self.sources + [str(typeof(a)) for a in args], self.fingerprints)
+        dtypes = compiled_cache.carried_types(key)
         cached = dtypes is not None
         if not cached:
             dtypes = self._carried_types(func, params, body, rw, args, carried)
-        path = fastcache.source_file(key, src)
-        exec(compile(src, path or f"<minigpu.fast {self.fn.__name__}>", "exec"), ns)
+        path = compiled_cache.source_file(key, src)
+        exec(compile(src, path or f"<minigpu.compiled {self.fn.__name__}>", "exec"), ns)
         return Compiled(njit(error_model="numpy", cache=path is not None)(ns["__driver"]),
                         {n: rw.shared[n] for n in sorted(rw.shared)},
                         {n: rw.local[n] for n in sorted(rw.local)},
@@ -953,13 +956,14 @@ class KernelCompiler:
         src = (f"def __whole({', '.join(['__c', '__F', '__t'] + params + extra)}):\n"
                + _indent("\n".join(ast.unparse(s) for s in whole)) + "\n    return\n")
         ns = {**self.ns, "__BARRIER": _barrier}
-        exec(compile(src, "<minigpu.fast typing>", "exec"), ns)
-        samples = [np.zeros(16, np.int64), np.zeros(fastmem.FLAGS, np.int64), 0] + list(args)
+        exec(compile(src, "<minigpu.compiled typing>", "exec"), ns)
+        make_buf = compiled_memory.make_buf
+        flags = np.zeros(compiled_memory.FLAGS, np.int64)
+        samples = [np.zeros(16, np.int64), flags, 0] + list(args)
         for n in sorted(rw.shared):
-            samples.append(fastmem.make_buf(np.zeros(rw.shared[n][0], rw.shared[n][1]), SHARED))
+            samples.append(make_buf(np.zeros(rw.shared[n][0], rw.shared[n][1]), SHARED))
         for n in sorted(rw.local):
-            samples.append(fastmem.make_buf(np.zeros((1,) + rw.local[n][0], rw.local[n][1]),
-                                            LOCAL))
+            samples.append(make_buf(np.zeros((1,) + rw.local[n][0], rw.local[n][1]), LOCAL))
         argtypes = tuple(typeof(s) for s in samples)
         ns["__BARRIER"], ns["__SHFL"] = njit(_barrier), njit(_shuffle_typing)
         typingctx, targetctx = cpu_target.typing_context, cpu_target.target_context
@@ -1072,7 +1076,7 @@ def _driver_source(params, plan, units, extra, rw, carried):
                 f"{pad}        __c[{TY}] = (__t // __dims[0]) % __dims[1]",
                 f"{pad}        __c[{TZ}] = __t // (__dims[0] * __dims[1])",
                 f"{pad}        __c[{THREAD}] = 1 + __c[{BLOCK}] * __nt + __t",
-                f"{pad}        __F[{fastmem.ITERATIONS}] = 0"] + \
+                f"{pad}        __F[{compiled_memory.ITERATIONS}] = 0"] + \
             [f"{pad}        {b}" for b in body]
 
     def uniform(ind, unit, width):
@@ -1108,7 +1112,7 @@ def _driver_source(params, plan, units, extra, rw, carried):
             elif item[0] == "barrier":
                 out += [f"{pad}if not __active.all() and __active.any():",
                         f"{pad}    __F[0] = {DIVERGENT}", f"{pad}    return",
-                        f"{pad}__c[{EPOCH}] += 1", f"{pad}__F[{fastmem.BARRIERS}] += 1"]
+                        f"{pad}__c[{EPOCH}] += 1", f"{pad}__F[{compiled_memory.BARRIERS}] += 1"]
             elif item[0] == "for":
                 k, code = uniform(ind, next(counter), 3)
                 out += code
@@ -1146,7 +1150,7 @@ def _driver_source(params, plan, units, extra, rw, carried):
 _COMPILED = {}     # (kernel, signature) -> driver, or Ineligible / Exception text
 _SPENT = collections.defaultdict(float)   # (kernel, signature) -> checked seconds
 _PER_THREAD = {}   # kernel -> checked seconds per thread, last measured
-_HINTS = {}        # (kernel, signature) -> what the disk cache says (:func:`.fastcache.hint`)
+_HINTS = {}        # (kernel, signature) -> what the disk cache says (:func:`.compiled_cache.hint`)
 _BACKGROUND = {}   # (kernel, signature) -> pid of the process compiling it, 0 once it ended
 
 
@@ -1208,7 +1212,7 @@ def try_launch(kernel, name, fake_args, grid_dim, block_dim, points):
     if driver is None:
         _background_ended(key)
         if key not in _HINTS:
-            _HINTS[key] = fastcache.hint(kernel, sig)
+            _HINTS[key] = compiled_cache.hint(kernel, sig)
         hint = _HINTS[key]
         predicted = _SPENT[key] + threads * _PER_THREAD.get(kernel, FIRST_GUESS)
         if hint:
@@ -1244,24 +1248,24 @@ def try_launch(kernel, name, fake_args, grid_dim, block_dim, points):
     rows = 1 << 16 if counting else 0
     try:
         while True:
-            log = np.empty((rows, 8), np.int64) if counting else fastmem.NO_LOG
-            bufs = {k: fastmem.make_buf(d, GLOBAL, log, root, k[0] - root)
+            log = np.empty((rows, 8), np.int64) if counting else compiled_memory.NO_LOG
+            bufs = {k: compiled_memory.make_buf(d, GLOBAL, log, root, k[0] - root)
                     for k, (d, root) in views.items()}
             flags = driver.run([bufs[k] if k else a for k, a in slots], order, dims, log)
-            if flags[fastmem.LOGGED] <= rows:
+            if flags[compiled_memory.LOGGED] <= rows:
                 break
-            rows = int(flags[fastmem.LOGGED])   # the log was too short: again, with room
+            rows = int(flags[compiled_memory.LOGGED])   # the log was too short: again, with room
             for a, saved in snapshot:
                 a[...] = saved
-        reason = fastmem.SUSPECTS.get(int(flags[fastmem.SUSPECT]))
+        reason = compiled_memory.SUSPECTS.get(int(flags[compiled_memory.SUSPECT]))
         if not driver.remembered:   # its first launch: it has just compiled
-            fastcache.remember(driver.key, driver.carried, kernel, sig)
+            compiled_cache.remember(driver.key, driver.carried, kernel, sig)
             driver.remembered = True
             logger.info("%s: on the compiled path after %.1f s (its first launch included)",
                         name, time.perf_counter() - started)
     except NumbaError as exc:   # it compiles at its first call: it never will
         _COMPILED[key] = _failure(exc)
-        fastcache.remember_failure(kernel, sig, _COMPILED[key])
+        compiled_cache.remember_failure(kernel, sig, _COMPILED[key])
         logger.info("%s: stays on the checked path (%s)", name, _COMPILED[key])
         reason = "it does not compile"
     except Exception as exc:
@@ -1270,7 +1274,7 @@ def try_launch(kernel, name, fake_args, grid_dim, block_dim, points):
         stats["fast"] += 1
         for recorder in memory.observers:
             recorder.launch(name, grid_dim, block_dim)
-            recorder.log(log[:flags[fastmem.LOGGED]], int(flags[fastmem.BARRIERS]))
+            recorder.log(log[:flags[compiled_memory.LOGGED]], int(flags[compiled_memory.BARRIERS]))
             recorder.end()
         return True
     for a, saved in snapshot:
@@ -1292,7 +1296,7 @@ def _take(name, key, driver):
 
 
 def _values(fake_args):
-    return [a if _data(a) is None else fastmem.make_buf(_data(a)) for a in fake_args]
+    return [a if _data(a) is None else compiled_memory.make_buf(_data(a)) for a in fake_args]
 
 
 def _compile(kernel, fake_args):
@@ -1318,7 +1322,7 @@ def _start_background(name, key, fake_args):
     no disk cache, Numba's JIT is off or ``MINIGPU_SIM_BACKGROUND=0``."""
     if (not config.BACKGROUND or key in _BACKGROUND or key in _COMPILED
             or _HINTS.get(key) is not None or numba_config.DISABLE_JIT or not hasattr(os, "fork")
-            or fastcache.directory() is None):
+            or compiled_cache.directory() is None):
         return
     if not all(_background_ended(k) for k, pid in list(_BACKGROUND.items()) if pid):
         return   # one at a time: this kernel's turn comes at a later launch
@@ -1342,12 +1346,12 @@ def _compile_and_exit(key, fake_args):
         logging.disable(logging.CRITICAL)
         driver = _compile(kernel, fake_args)
         if isinstance(driver, str):
-            fastcache.remember_failure(kernel, sig, driver)
+            compiled_cache.remember_failure(kernel, sig, driver)
         elif driver.key is not None:   # else it cannot be cached: the parent compiles it
             driver.load(_values(fake_args))
-            fastcache.remember(driver.key, driver.carried, kernel, sig)
+            compiled_cache.remember(driver.key, driver.carried, kernel, sig)
     except NumbaError as exc:
-        fastcache.remember_failure(kernel, sig, _failure(exc))
+        compiled_cache.remember_failure(kernel, sig, _failure(exc))
     except BaseException:
         pass
     finally:
@@ -1404,7 +1408,7 @@ def checked_time(kernel, name, fake_args, threads, seconds):
     if _SPENT[key] >= config.BACKGROUND:
         _start_background(name, key, fake_args)
     if seconds >= config.BACKGROUND and _background_ended(key, wait=seconds):
-        _HINTS[key] = fastcache.hint(kernel, sig)
+        _HINTS[key] = compiled_cache.hint(kernel, sig)
         if _HINTS[key] == "":
             driver = _take(name, key, _compile(kernel, fake_args))
             if not isinstance(driver, str):
