@@ -124,14 +124,21 @@ def _same(op, got, want):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("op", [*optable.UNARY, *optable.BINARY], ids=lambda op: op.name)
 def test_edge_values_cuda_matches_cpu(op, dtype):
-    """Every map of the table on the edge values (and, binary, against them in another
-    order): the cuda device function gives the NumPy form's results, at the entry's params.
-    (The public maps are compared with torch on these values by the registry's suite.)"""
+    """Every map of the table on the edge values (binary: every pair of them, (inf, inf)
+    included; the integer maps: each integer against another): the cuda device function gives
+    the NumPy form's results, at the entry's params. (The public maps are compared with torch
+    on these values by the registry's suite.)"""
     from minigpu.backends import get
 
     cuda = get("cuda")
-    values = EDGES.astype(dtype) if op.domain is not None else np.arange(-8, 9)
-    operands = [values] if op in optable.UNARY else [values, np.roll(values, 5)]
+    if op.domain is None:
+        values = np.arange(-8, 9)
+        operands = [values] if op in optable.UNARY else [values, np.roll(values, 5)]
+    elif op in optable.UNARY:
+        operands = [EDGES.astype(dtype)]
+    else:
+        operands = [pair.reshape(-1).astype(dtype) for pair in np.meshgrid(EDGES, EDGES)]
+    values = operands[0]
     a, b = op.params
     shape = values.shape
     with np.errstate(all="ignore"):
