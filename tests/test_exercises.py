@@ -9,6 +9,7 @@ A planted bug is the reference solution with one edit (``BUGS``) or a file in
 ``exercise_variants/``. Each grading runs with one fixed seed per test (a failure prints it:
 ``python -m minigpu.exercises check NAME FILE --seed N`` replays it).
 """
+import json
 import os
 import re
 import subprocess
@@ -643,6 +644,96 @@ def test_plot_draws_the_solution_next_to_the_reference(tmp_path, monkeypatch):
     res = exercises.check("histogram", exercises.solution_path("histogram"), static=False,
                           seed=3, plot=tmp_path / "none")
     assert res.passed and "no picture: pictures need matplotlib" in "\n".join(res.notes)
+
+
+# English that stays in the Japanese report: names (constants, tools, Python's), code
+KEEP_ENGLISH = {"NaN", "int", "CUDA", "NVVM", "Numba", "TILE", "ROWS", "NBINS", "WARPS", "ITEMS",
+                "TPB", "pip", "install", "inspect", "matplotlib", "demos", "ptxas", "nvidia",
+                "nvcc", "python", "minigpu", "exercises", "stub", "float", "GPU", "Python",
+                "NOPE", "merge", "sort_blocks"}
+
+
+def _english_left(text):
+    """The English words of ``text`` outside code, paths, identifiers and KEEP_ENGLISH."""
+    text = re.sub(r"`[^`]*`|--\w+|\w+(?:-\w+)+|\S+/\S+|\S*\.py\b|\w*_\w*|\w+Error\b|'[^']*'|\[[^\]]*\]", " ", text)
+    return [w for w in re.findall(r"[A-Za-z]{3,}", text) if w not in KEEP_ENGLISH | set(NAMES)]
+
+
+def _every_grader_message(tmp_path, monkeypatch):
+    """One report text for every message path of the grader (real runs where they are
+    cheap, the grader's own functions on canned inputs where they are not)."""
+    from minigpu.exercises.__main__ import _refused
+    from minigpu.tools.kernel_report import KernelReport
+    texts = [exercises.check(n, p, static=False, seed=1, plot=tmp_path).text() for n, p in (
+        ("stencil", VARIANTS / "stencil_edge_halo.py"),                 # a wrong result
+        ("debug_coalescing", exercises.stub_path("debug_coalescing")),  # budgets, a picture
+        ("debug_race", exercises.solution_path("debug_race")))]        # passed, no picture
+    raised = exercises.check("debug_race", exercises.stub_path("debug_race"), static=False,
+                             seed=1).text()                # the sanitizer's own words stay
+    texts.append(re.sub(r"RaceError: .*?(?= \(see docs/simulator)", "RaceError: `...`", raised,
+                        flags=re.S))
+    res = grader.Result("sort")
+    for ex in exercises.EXERCISES:                         # every constant refused
+        for value in (0, 3, 100, 2000, "8"):
+            try:
+                grader.constants_of(ex, type("m", (), {k: value for k in ex.constants}))
+            except ValueError as exc:
+                res.failures.append(("import", f"ValueError: {exc}"))
+    for load in (lambda: grader.constants_of(exercises.BY_NAME["stencil"], object()),
+                 lambda: grader.load(exercises.solution_path("stencil"), {"NOPE": 1})):
+        try:
+            load()
+        except ValueError as exc:
+            res.failures.append(("import", f"ValueError: {exc}"))
+    (tmp_path / "no_merge.py").write_text("TPB = 64\n")
+    res.failures += exercises.check("sort", tmp_path / "no_merge.py", static=False).failures
+    ex = exercises.BY_NAME["sort"]
+    bad = KernelReport("my_kernel", 128, "float32", registers=200, spill_stores=8, f64=3,
+                       occupancy=0.25, limited_by="registers")
+    res.failures += [("static", m) for m in grader.static_limits(ex, bad) + [
+        grader.float64_failure("my_kernel", 3, "%x = fmul double"),
+        _refused("my_kernel", Exception("`sum(list)`"), True),
+        _refused("my_kernel", Exception("`sum(list)`"), False)]]
+    empty = grader.Measurement([], 0, [np.zeros(4)], np.zeros(4), 4, {"TPB": 32})
+    for reference in (empty, None):                        # unmeasurable; no reference run
+        monkeypatch.setattr(grader, "reference_measurement", lambda *a, r=reference: r)
+        grader._budgets(ex, {"TPB": 32}, 4, 1, empty, res)
+    res.failures.append(("correctness", f"size 3: {grader._mismatch(np.zeros(2), np.zeros(3), 0, 1)}"
+                                        f" (see {ex.chapter})"))
+    canned = dict(reports=[dict(name="my_kernel", registers=20, smem=0, occupancy=1.0,
+                                spill_stores=0, spill_loads=0, f64=0)],
+                  failures=[], typed=["my_kernel"], missing="ptxas (pip install nvidia-cuda-nvcc)",
+                  skipped=["my_kernel: the compiler failed (OSError: `x`)"])
+    for stdout in (json.dumps(canned), ""):
+        monkeypatch.setattr(grader.subprocess, "run", lambda *a, out=stdout, **k:
+                            subprocess.CompletedProcess(a, 1, out, "`boom`"))
+        grader._static(ex, "mine.py", res)
+        texts.append(grader.Result("sort", unchecked=res.unchecked).text())
+    texts.append(res.text())
+
+    def stopped(*args, **kwargs):
+        raise subprocess.TimeoutExpired(args, 1)
+    monkeypatch.setattr(grader.subprocess, "run", stopped)
+    texts.append(grader._in_subprocess("stencil", "mine.py", False, 3, None).text())
+    return texts
+
+
+def test_every_grader_message_in_japanese(tmp_path, monkeypatch, capsys):
+    """``--lang ja``: every message the grader itself writes comes out in Japanese, with the
+    course's terms (ja.TERMS, none of ja.AVOID), and every budget label has its translation."""
+    from minigpu.exercises import ja
+    from minigpu.exercises.__main__ import main
+    for text in _every_grader_message(tmp_path, monkeypatch):
+        japanese = ja.translate(text)
+        assert not _english_left(japanese), (_english_left(japanese), japanese)
+        assert not [v for v in ja.AVOID if v in japanese], japanese
+    with pytest.raises(SystemExit):
+        main(["check", "stencil", str(tmp_path / "nope.py"), "--lang", "ja"])
+    error = capsys.readouterr().err.splitlines()[-1]
+    assert "はありません" in error and not _english_left(error.split(": error: ")[1]), error
+    for ex in exercises.EXERCISES:
+        for b in ex.budgets:
+            assert re.sub(r" of \w+$", "", b.label) in ja.LABELS, b.label
 
 
 def test_report_in_japanese(capsys, monkeypatch):

@@ -142,16 +142,13 @@ def main(argv=None):
         except RuntimeError as exc:   # matplotlib missing
             ap.error(str(exc))
         return 0
+    say = ja.translate if (args.lang or ("ja" if ja.locale_is_japanese() else "en")) == "ja" \
+        else str
     if not Path(args.path).exists():
-        ap.error(f"{args.path} does not exist (write one with: python -m minigpu.exercises "
-                 f"stub {name} {args.path})")
+        ap.error(say(f"{args.path} does not exist (write one with: python -m minigpu.exercises "
+                     f"stub {name} {args.path})"))
     res = check(name, args.path, static=not args.no_static, seed=args.seed, plot=args.plot)
-    if args.json:
-        print(json.dumps(res.to_json()))
-    elif (args.lang or ("ja" if ja.locale_is_japanese() else "en")) == "ja":
-        print(ja.translate(res.text()))
-    else:
-        print(res.text())
+    print(json.dumps(res.to_json()) if args.json else say(res.text()))
     return 0 if res.passed else 1
 
 
