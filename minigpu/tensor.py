@@ -33,12 +33,15 @@ class Size(tuple):
 
 
 class Device:
-    """``device(type='cuda')``; compares equal to its string form."""
+    """``device(type='cuda')``; compares equal to its string form. ``index`` as in torch: the
+    ordinal when one was given (``'cuda:0'``, ``device('cuda', 0)``), else None."""
 
-    __slots__ = ("type",)
+    __slots__ = ("type", "index")
 
-    def __init__(self, spec):
-        spec = spec.type if isinstance(spec, Device) else str(spec)
+    def __init__(self, spec, index=None):
+        if isinstance(spec, Device):
+            spec = spec.type if spec.index is None else f"{spec.type}:{spec.index}"
+        spec = str(spec) if index is None else f"{spec}:{index}"
         kind, _, index = spec.partition(":")
         if kind not in ("cpu", "cuda"):
             raise RuntimeError(f"Expected one of cpu, cuda device type at start of device "
@@ -48,7 +51,7 @@ class Device:
         if _ and int(index) != 0:
             raise RuntimeError(f"CUDA error: invalid device ordinal: '{spec}' (minigpu uses one "
                                f"device of each type: '{kind}' or '{kind}:0')")
-        self.type = kind
+        self.type, self.index = kind, int(index) if _ else None
 
     def __eq__(self, other):
         if type(other) is Device:  # the common case, without parsing a device string
@@ -65,11 +68,12 @@ class Device:
         return self.type
 
     def __repr__(self):
-        return f"device(type='{self.type}')"
+        index = "" if self.index is None else f", index={self.index}"
+        return f"device(type='{self.type}'{index})"
 
 
-def device(spec) -> Device:
-    return Device(spec)
+def device(spec, index=None) -> Device:
+    return Device(spec, index)
 
 
 class memory_format:
