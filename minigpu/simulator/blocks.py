@@ -283,13 +283,14 @@ class _Thread(greenlet):
         self.loads = 0  # loads since this thread last waited or yielded (spin)
         self.ordinal, self.gtid = ordinal, (ordinal, tid)
         self.epoch = self.wepoch = self.gepoch = 0
+        self.fences, self.seen, self.pending = 0, {}, {}  # rules.fence, rules.atomic_release
         self.tick()
 
     def tick(self):
-        """Rebuild the racecheck clock after a barrier, syncwarp or grid sync (the layout
-        ``rules.unordered`` reads)."""
+        """Rebuild the racecheck clock after a barrier, syncwarp, grid sync or fence (the
+        layout ``rules.unordered`` reads)."""
         self.clk = (self.gtid, self.ordinal, self.epoch, self.wepoch, self.warp, self.tidx,
-                    self.bidx, self.gepoch)
+                    self.bidx, self.gepoch, self.fences, self.seen)
 
     def run(self):
         """Run assigned kernel threads, one per switch from the scheduler, forever."""

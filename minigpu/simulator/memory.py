@@ -58,7 +58,8 @@ from greenlet import getcurrent
 from . import config, rules
 from .errors import LaunchConfigError, OutOfBoundsError, RaceError
 from .indeterminate import Indeterminate
-from .rules import plain_read_of_atomics_is_benign, same_value_store, unordered
+from .rules import (atomic_release, plain_read_of_atomics_is_benign, same_value_store,
+                    unordered)
 from .sites import Op, _internal, where
 
 _current = getcurrent  # the simulated thread (blocks._Thread) running the kernel
@@ -530,7 +531,13 @@ class Array:
 
     def _atomic_update(self, idx, addr, old, update):
         if self.shadow is not None:
-            c = _current().clk
+            t = _current()
+            key = ("release", addr)  # the element's record of fenced releases (rules.fence)
+            releases = self.shadow.get(key)
+            new = atomic_release(t, releases)
+            if new is not releases:
+                self.shadow[key] = new
+            c = t.clk
             f = _getframe(3)  # _atomic_update <- atomic <- Atomics op <- the kernel
             rec = (c, f.f_code.co_filename, f.f_lineno, True)
             e = self.shadow.get(addr)

@@ -22,9 +22,10 @@ before anyone sees it, which is correct on a GPU. The message says which rule ap
 **Races** (:func:`unordered`, :func:`same_value_store`): two accesses to one element race when
 they come from different threads, at least one writes, and nothing orders them (a barrier of
 their block, a ``syncwarp`` of their warp, a grid-wide barrier of a cooperative launch, the
-kernel boundary). Atomics never conflict with atomics, and a plain load of global memory does
-not conflict with atomic updates (:func:`plain_read_of_atomics_is_benign`). A plain store of the bytes the element
-already holds is benign: no order of it and another thread's plain store or read can be told
+kernel boundary, a fence-atomic handover between threads: :func:`fence`). Atomics never
+conflict with atomics, and a plain load of global memory does not conflict with atomic updates
+(:func:`plain_read_of_atomics_is_benign`). A plain store of the bytes the element already holds
+is benign: no order of it and another thread's plain store or read can be told
 apart (e.g. every thread storing one final sum, or storing back the value it read), and a
 thread reading an element it has itself stored such a value to in this interval reads those
 bytes in any order. A store of a different value stays a race, and so does a read between two
@@ -53,16 +54,62 @@ import types
 
 
 def unordered(c, d):
-    """True when accesses at logical clocks ``c`` and ``d`` (of different threads) can happen
-    in either order. Clock (``blocks._Worker.tick``): (thread key, block ordinal, barrier
-    epoch, syncwarp epoch, warp, threadIdx, blockIdx, grid epoch). Different blocks are
-    ordered only by a grid-wide barrier; one block's accesses by a barrier, or, for lanes of
-    one warp, by a ``syncwarp``."""
+    """True when accesses at logical clocks ``c`` (the current thread's) and ``d`` (an earlier
+    access of another thread) can happen in either order. Clock (``blocks._Thread.tick``):
+    (thread key, block ordinal, barrier epoch, syncwarp epoch, warp, threadIdx, blockIdx, grid
+    epoch, fences, acquired). Different blocks are ordered only by a grid-wide barrier; one
+    block's accesses by a barrier, or, for lanes of one warp, by a ``syncwarp``; and any two
+    threads by a fence-atomic handover (:func:`fence`): ``d`` is ordered before ``c`` when the
+    current thread has acquired ``d``'s thread's accesses made before its fence number
+    ``acquired[d's thread]``."""
     if c[1] != d[1]:
-        return c[7] == d[7]
-    if c[2] != d[2]:
+        if c[7] != d[7]:
+            return False
+    elif c[2] != d[2] or (c[4] == d[4] and c[3] != d[3]):
         return False
-    return c[4] != d[4] or c[3] == d[3]
+    return c[9].get(d[0], 0) <= d[8]
+
+
+def fence(t):
+    """``cuda.threadfence()`` (and ``_block``, ``_system``) by thread ``t``: what its atomics
+    since its last fence read of other threads' releases (``t.pending``) is now acquired —
+    its later accesses are ordered after those threads' accesses before their fences — and
+    its own accesses so far are released to whoever later acquires this fence. This is the
+    CUDA memory model's fence-fence synchronisation: thread A writes data, fences, then
+    updates a flag or lock with an atomic; thread B's atomic reads that update, B fences, then
+    B reads the data — a spin lock (``atomic.cas`` to take it, ``atomic.exch`` to give it back,
+    fences inside) or a ticket handed on with ``atomic.add``. Without the fences, or with a
+    plain store for the flag, the accesses stay unordered: a race. (Scopes are not modelled:
+    a block fence orders like a device fence.)"""
+    if t.pending:
+        seen = dict(t.seen)
+        for k, v in t.pending.items():
+            if v > seen.get(k, 0):
+                seen[k] = v
+        t.seen, t.pending = seen, {}
+    t.fences += 1
+    t.tick()
+
+
+def atomic_release(t, releases):
+    """An atomic of thread ``t`` on an element whose release record is ``releases`` (thread
+    key -> number of fences whose earlier accesses were released through this element, or
+    None): note what it read for ``t``'s next fence to acquire; return the element's new
+    record (``t``'s accesses before its last fence, and what ``t`` had acquired, added)."""
+    if releases:
+        pending = t.pending
+        for k, v in releases.items():
+            if v > pending.get(k, 0):
+                pending[k] = v
+    if not (t.fences or t.seen):
+        return releases
+    new = dict(releases) if releases else {}
+    for k, v in t.seen.items():
+        if v > new.get(k, 0):
+            new[k] = v
+    if t.fences > new.get(t.gtid, 0):
+        new[t.gtid] = t.fences
+    return new
 
 
 def plain_read_of_atomics_is_benign(space):

@@ -17,7 +17,9 @@ types are kept: ``ballot_sync`` and ``match_*`` give int32 (so a full ballot is 
 one. ``activemask()`` returns the lanes that reach the same ``activemask()`` call while every
 other live lane of the warp is blocked elsewhere or has exited (the simulator's picture of
 "converged"). ``popc``/``ffs`` are fixed for negative (int32) masks, which the stock versions
-miscount. ``syncwarp`` also orders the memory accesses of the lanes it synchronises (racecheck).
+miscount. ``syncwarp`` also orders the memory accesses of the lanes it synchronises (racecheck),
+and ``threadfence`` (a no-op in the stock simulator) is the fence of ``rules.fence``: with an
+atomic after it, a handover that orders one thread's accesses before another's (a spin lock).
 """
 
 import numpy as np
@@ -25,6 +27,7 @@ from greenlet import getcurrent
 
 from .errors import SyncError
 from .indeterminate import Indeterminate
+from .rules import fence
 from .sites import FULL_MASK, Op, site
 
 
@@ -130,6 +133,13 @@ class WarpIntrinsics:
 
     def syncwarp(self, mask=FULL_MASK):
         _warp_op("syncwarp", mask)
+
+    def threadfence(self):
+        t = getcurrent()
+        if getattr(t, "block", None) is not None:  # (a host call does nothing, as stock)
+            fence(t)
+
+    threadfence_block = threadfence_system = threadfence
 
     def activemask(self):
         t = _current("activemask")

@@ -37,8 +37,7 @@ KNOWN = {
     "gpuverify:loop_unwind":
         "every thread stores B[i] = A[i], the same value, to a shared element: GPUVerify "
         "reports a write-write race; minigpu's rule calls a store of the bytes already there "
-        "benign (no order of the stores can be told apart; compute-sanitizer's racecheck "
-        "likewise only warns of such hazards)",
+        "benign: no order of the stores can be told apart (docs/simulator.md, racecheck)",
     "gpuverify:curand_init_race":
         "both threads initialise states[0] with the same seed: the same bytes, a benign "
         "same-value store for minigpu, a write-write race for GPUVerify",
@@ -157,9 +156,41 @@ def equal(a, b, rtol):
         if rtol and x.dtype.kind in "fc":
             if not np.allclose(x, y, rtol=rtol, atol=0, equal_nan=True):
                 return False
-        elif not (x.tobytes() == y.tobytes() or np.array_equal(x, y, equal_nan=x.dtype.kind in "fc")):
+        elif x.tobytes() != y.tobytes() and \
+                not np.array_equal(x, y, equal_nan=x.dtype.kind in "fc"):
             return False
     return True
+
+
+def judge(c, s, m):
+    """What is wrong with case ``c``'s stock (``s``) and minigpu (``m``) outcomes, if anything."""
+    bug = c.label != "clean"
+    notes = []
+    if not bug and m["error"]:
+        notes.append("FALSE ALARM")
+    if bug and not m["error"]:
+        notes.append("missed")
+    if bool(s["error"]) != bool(m["error"]) and not notes:
+        notes.append("stock silent" if m["error"] else "stock reports, minigpu not")
+    if not bug and not s["error"] and not m["error"] and \
+            not equal(s["outputs"], m["outputs"], c.rtol):
+        notes.append("RESULT DIFFERS")
+    return notes
+
+
+def row(name, mine, stock, mg):
+    """Print one line of the table: ``mine``'s counts, precision and recall."""
+    bugs = sum(c.label != "clean" for c in mine)
+    compared = [c for c in mine if c.label == "clean" and not stock[c.id]["error"]
+                and not mg[c.id]["error"]]
+    same = sum(equal(stock[c.id]["outputs"], mg[c.id]["outputs"], c.rtol) for c in compared)
+    cols = []
+    for run in (stock, mg):
+        reported = [c for c in mine if run[c.id]["error"]]
+        tp = sum(c.label != "clean" for c in reported)
+        cols.append(f"{len(reported):>8d} {ratio(tp, len(reported)):>5s} {ratio(tp, bugs):>5s}")
+    print(f"{name:27s} {len(mine):>7d} {bugs:>5d} {same:>4d}/{len(compared):<4d} "
+          f"{cols[0]:>25s} {cols[1]:>27s}")
 
 
 def ratio(num, den):
@@ -185,48 +216,21 @@ def main():
           f"(stock {stock_wall:.0f} s, minigpu {mg_wall:.0f} s)")
     print(f"{'source':27s} {'kernels':>7s} {'bugs':>5s} {'equal':>9s} "
           f"{'stock: reported  P     R':>25s} {'minigpu: reported  P     R':>27s}")
-    disagreements, failing = [], []
     for source in SOURCES:
-        mine = [c for c in cases if c.source == source]
-        if not mine:
-            continue
-        counts = dict(bugs=0, compared=0, equal=0)
-        tally = {run: dict(reported=0, tp=0) for run in ("stock", "minigpu")}
-        for c in mine:
-            s, m = stock[c.id], mg[c.id]
-            bug = c.label != "clean"
-            counts["bugs"] += bug
-            for run, r in (("stock", s), ("minigpu", m)):
-                tally[run]["reported"] += r["error"] is not None
-                tally[run]["tp"] += bug and r["error"] is not None
-            notes = []
-            if c.label == "clean" and m["error"]:
-                notes.append("FALSE ALARM")
-            if bug and not m["error"]:
-                notes.append("missed")
-            if bool(s["error"]) != bool(m["error"]) and not notes:
-                notes.append("stock silent" if m["error"] else "stock reports, minigpu not")
-            if c.label == "clean" and not s["error"] and not m["error"]:
-                counts["compared"] += 1
-                if equal(s["outputs"], m["outputs"], c.rtol):
-                    counts["equal"] += 1
-                else:
-                    notes.append("RESULT DIFFERS")
-            if notes:
-                disagreements.append((c, notes, s, m))
-                if c.id not in KNOWN and ("FALSE ALARM" in notes or "RESULT DIFFERS" in notes):
-                    failing.append(c.id)
-            if args.verbose:
-                print(f"  {c.id:55s} {c.label:8s} stock: {s['error'] or 'ok'}\n"
-                      f"  {'':55s} {'':8s} minigpu: {m['error'] or 'ok'} ({m['seconds']:.2f} s)")
-        bugs = counts["bugs"]
-        cols = []
-        for run in ("stock", "minigpu"):
-            t = tally[run]
-            cols.append(f"{t['reported']:>8d} {ratio(t['tp'], t['reported']):>5s} "
-                        f"{ratio(t['tp'], bugs):>5s}")
-        print(f"{source:27s} {len(mine):>7d} {bugs:>5d} {counts['equal']:>4d}/{counts['compared']:<4d} "
-              f"{cols[0]:>25s} {cols[1]:>27s}")
+        if any(c.source == source for c in cases):
+            row(source, [c for c in cases if c.source == source], stock, mg)
+    row("all", cases, stock, mg)
+    disagreements, failing = [], []
+    for c in cases:
+        s, m = stock[c.id], mg[c.id]
+        notes = judge(c, s, m)
+        if notes:
+            disagreements.append((c, notes, s, m))
+            if c.id not in KNOWN and ("FALSE ALARM" in notes or "RESULT DIFFERS" in notes):
+                failing.append(c.id)
+        if args.verbose:
+            print(f"  {c.id:55s} {c.label:8s} stock: {s['error'] or 'ok'}\n"
+                  f"  {'':55s} {'':8s} minigpu: {m['error'] or 'ok'} ({m['seconds']:.2f} s)")
     print("(bugs: cases the source labels buggy; equal: clean cases both runs completed, "
           "results equal; P, R: precision and recall of the reported bugs against the labels)")
     caught = [(c, m) for c, notes, s, m in disagreements if notes == ["stock silent"]]

@@ -460,7 +460,7 @@ def pointertests_cast():
     return out
 
 
-# ----------------------------------------------------------------------------- shared-memory algorithms
+# ----------------------------------------------------------------------------- shared-memory loops
 
 BLOCK = 8
 VERTICES = 64

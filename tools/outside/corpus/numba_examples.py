@@ -2,9 +2,10 @@
 
 Source: https://github.com/numba/numba-examples (commit c423f5419a459f5ab8874fda6d39bb5ea05d04b2),
 BSD 2-Clause License, Copyright (c) 2017, Numba. Files:
-``examples/density_estimation/histogram/gpu.py``, ``examples/finance/blackscholes/blackscholes_cuda.py``,
-``legacy/cudajit/{matmul,matmul_smem,sum}.py``, ``legacy/laplace2d/laplace2d-numba-cuda-{smem,improve}.py``,
-``legacy/cuda_dask.py``. Each is presented as working (``clean``), except as noted at a case.
+``examples/density_estimation/histogram/gpu.py``,
+``examples/finance/blackscholes/blackscholes_cuda.py``,
+``legacy/cudajit/{matmul,matmul_smem,sum}.py``,
+``legacy/laplace2d/laplace2d-numba-cuda-{smem,improve}.py``, ``legacy/cuda_dask.py``. Each is presented as working (``clean``), except as noted at a case.
 """
 import math
 
