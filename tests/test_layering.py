@@ -260,5 +260,20 @@ def test_the_backends_run_no_tensor_code():
     assert tensor_calls(old_table, tensor_only) == [(2, "sign")]
 
 
+def test_layer_names_below_nn_are_layers_of_nn():
+    """The op table (floor 2) and the ``@op`` lines (floor 4) name ``nn`` layers as text
+    (``module="ReLU"``: the op index and the layer-against-function test read it), a reference
+    up to floor 6 that is no import: this test sees each, and each names a layer of
+    ``minigpu.nn``."""
+    import minigpu
+    from minigpu.backends import optable
+    from minigpu.ops.registry import OPS
+    names = ({op.module for op in (*optable.UNARY, *optable.BINARY) if op.module}
+             | {entry.module for entry in OPS.values() if entry.module})
+    layers = {name for name in names if isinstance(getattr(minigpu.nn, name, None), type)
+              and issubclass(getattr(minigpu.nn, name), minigpu.nn.Module)}
+    assert names and names == layers, names - layers
+
+
 if __name__ == "__main__":
     print(report())
