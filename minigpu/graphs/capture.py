@@ -35,6 +35,7 @@ import numpy as np
 from .. import backends
 from ..backends.contract import PRIMITIVES, View
 from ..random import default_generator
+from .fused_kernels import LEAN_MAPS
 from .fusion import Map, Update, extents
 
 
@@ -286,13 +287,6 @@ def _replayed_call(module, name, fn, args, kwargs, out):
                     np.copyto(buf, new)
         return into_all
     return _into(out, fn, args, kwargs)
-
-
-LEAN_MAPS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
-             "neg": np.negative, "sqrt": np.sqrt, "relu": np.maximum}
-"""Table maps whose NumPy form (``backends/optable.py``) is this one correctly rounded ufunc
-(``relu``: ``np.maximum(x, 0)``): a cpu replay calls it on NumPy views made once, writing into
-the pool's buffer (``out=``), the same values as the backend's call."""
 
 
 def _lean_map(array, args, out):

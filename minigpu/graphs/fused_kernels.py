@@ -157,35 +157,68 @@ def {name}({", ".join(params)}):
     return Fused(name, tuple(m.op for m in group), source, launch, len(group) - 1, saved)
 
 
+LEAN_MAPS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
+             "neg": np.negative, "sqrt": np.sqrt, "relu": np.maximum}
+"""Table maps whose NumPy form (``backends/optable.py``) is this one correctly rounded ufunc
+(``relu``: ``np.maximum(x, 0)``): a cpu replay calls it on NumPy views made once, writing into
+a buffer made once (``out=``), the same values as the backend's call."""
+
+
+def _lean(m) -> bool:
+    """True when map ``m`` is one ufunc of :data:`LEAN_MAPS` on dense floats of its result's
+    dtype (it then runs on flat arrays, ``out=`` a buffer made once)."""
+    return m.op in LEAN_MAPS and not (m.alpha or m.beta) and np.dtype(m.out.dtype).kind == "f" \
+        and all(v.dtype == m.out.dtype and v.is_contiguous() for v in m.views)
+
+
 def _cpu(group, name, views, operand, saved) -> Fused:
+    lean_only = [True] * len(views)  # an input read by ufuncs only is passed as an array
+    for m in group:
+        for v in m.views:
+            found = operand(v)[1]
+            if found is not None:
+                lean_only[found[0]] &= _lean(m)
+    array = group[0].module.array
     params = [f"in{j}" for j in range(len(views))] + ["out"]
+    args = [array(v).reshape(-1) if lean else v for v, lean in zip(views, lean_only)]
+    args.append(group[-1].out.reshape(-1))
     body = []
     for k, m in enumerate(group):
-        operands = []
+        operands, root = [], k == len(group) - 1
         for v in m.views:
             produced, found = operand(v)
-            operands.append(f"View(t{produced}, {v.shape}, {v.strides}, 0)"
-                            if produced is not None else f"in{found[0]}")
+            if produced is None:
+                operands.append(f"in{found[0]}")
+            else:
+                operands.append(f"t{produced}" if _lean(m)
+                                else f"View(t{produced}, {v.shape}, {v.strides}, 0)")
+        if _lean(m):
+            into = "out" if root else f"t{k}"
+            if not root:
+                params.append(f"t{k}")
+                args.append(np.empty(m.out.size, m.out.dtype))
+            extra = ", 0" if m.op == "relu" else ""
+            body.append(f"{LEAN_MAPS[m.op].__name__}({', '.join(operands)}{extra}, out={into})")
+            continue
         params += [f"a{k}", f"b{k}"]
-        body.append(f"t{k} = {m.kind}({m.op!r}, {', '.join(operands)}, a{k}, b{k})")
-    body.append(f"copyto(out, t{len(group) - 1})")
+        args += [m.alpha, m.beta]
+        call = f"{m.kind}({m.op!r}, {', '.join(operands)}, a{k}, b{k}).reshape(-1)"
+        body.append(f"copyto(out, {call})" if root else f"t{k} = {call}")
     ops = " -> ".join(m.op for m in group)
     formula = "\n".join("        " + line for line in
                         _formula(group, operand, params))
     source = f'''def {name}({", ".join(params)}):
     """Fused from {len(group)} table maps of a captured step: {ops}.
 
-    One call runs each op's cpu map (NumPy, the op table's form) on the previous result:
+    One call runs each op's cpu map on the previous result: a plain ufunc on flat arrays
+    writing into a buffer made once (``out=``), else the cpu backend's map (NumPy, the op
+    table's form):
 {formula}
-    Only out is stored into the graph's buffers. Saves per replay: {len(group) - 1} backend
-    call(s) and the copies of eager's intermediates into the graph's buffers ({saved} bytes
-    that eager stores and loads back).
+    Only out is stored into the graph's buffers: {len(group) - 1} intermediate(s) ({saved}
+    bytes that eager stores and loads back) stay in temporaries of this function.
     """
 ''' + "".join(f"    {line}\n" for line in body)
     function = _compiled(source, name)
-    args = [*views, group[-1].out]
-    for m in group:
-        args += [m.alpha, m.beta]
     return Fused(name, tuple(m.op for m in group), source, functools.partial(function, *args),
                  len(group) - 1, saved)
 
@@ -194,7 +227,8 @@ CUDA_HEADER = ("from numba import cuda, float32, float64\n\n"
                "from minigpu.backends.cuda.elementwise import BINARY, UNARY, _in_float32\n"
                "from minigpu.backends.cuda.optim import adam_update\n"
                "from minigpu.backends.cuda.strided import strided_offset\n")
-CPU_HEADER = ("from numpy import copyto\n\n"
+CPU_HEADER = ("from numpy import add, copyto, divide, maximum, multiply, negative, sqrt, "
+              "subtract\n\n"
               "from minigpu.backends.contract import View\n"
               "from minigpu.backends.cpu import binary, unary\n")
 """The imports above a generated source in its file: the file is a module of its own (the
