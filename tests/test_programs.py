@@ -111,6 +111,10 @@ ON_THE_SIMULATED_GPU = [
     ("quickstart_tutorial", "tutorials/quickstart_tutorial.py", ""),
     ("mnist_forward_forward", "mnist_forward_forward/main.py",
      "--epochs 5 --train_size 64 --test_size 32 --log-interval 1"),
+    # on cuda when torch.cuda.is_available(), as the programs choose
+    ("yunjey_feedforward", "yunjey/feedforward/main.py", ""),
+    ("yunjey_rnn", "yunjey/rnn/main.py", ""),
+    ("compile_tutorial", "compile/main.py", ""),
 ]
 
 

@@ -306,11 +306,23 @@ def _torch_random_draws(run):
 def _accelerator_is_the_cpu(run):
     """PyTorch's run takes the program's accelerator branch too, on its cpu (the minigpu run
     has one, the simulated GPU): the branch also sets DataLoader options (``shuffle``,
-    ``num_workers``) that change the batches."""
-    run.patch(torch.accelerator, "is_available", lambda: True)
-    run.patch(torch.accelerator, "current_accelerator",
-              lambda check_available=False: torch.device("cpu"))
-    run.patch(torch.accelerator, "device_count", lambda: 1)
+    ``num_workers``) that change the batches. torch's private modules (``torch._dynamo``,
+    which would look for the accelerator's current stream when ``torch.compile`` traces) get
+    the true answer."""
+
+    def to_the_program(name, answer):
+        real = getattr(torch.accelerator, name)
+
+        def answering(*args, **kwargs):
+            if sys._getframe(1).f_globals.get("__name__", "").startswith("torch._"):
+                return real(*args, **kwargs)
+            return answer
+
+        run.patch(torch.accelerator, name, answering)
+
+    to_the_program("is_available", True)
+    to_the_program("current_accelerator", torch.device("cpu"))
+    to_the_program("device_count", 1)
     loader_init = torch.utils.data.DataLoader.__init__
 
     def unpinned_init(self, *args, pin_memory=False, **kwargs):  # nothing to pin to
