@@ -111,3 +111,17 @@ def test_the_generated_cuda_kernel_is_launched_counted_and_sanitized():
     assert [k.name for k in launches] == ["fused_affine_exp_add_relu"] == \
         ["fused_affine_exp_add_relu"] * g.num_launches()
     assert launches[0].metrics["bytes_moved"] == 3 * 40 * 4  # x, y and out, once each
+
+
+def test_a_result_read_out_of_order_is_not_fused():
+    """``y * y.T`` reads y's element (j, i) beside element (i, j): y must be stored."""
+    x = mg.tensor(np.arange(9, dtype=np.float32).reshape(3, 3) / 4)
+    g = mg.cuda.CUDAGraph()
+    with mg.cuda.graph(g):
+        y = x.exp()
+        out = y * y.T
+    del y
+    assert g.fuse() == []
+    x.copy_(mg.tensor(np.arange(9, 18, dtype=np.float32).reshape(3, 3) / 4))
+    g.replay()
+    assert np.array_equal(out.numpy(), (x.exp() * x.exp().T).numpy())

@@ -135,8 +135,9 @@ def chains(maps, touches, held) -> list:
         consumer = by_step[c]
         for view in consumer.views:
             p = by_out.get(id(view.buf))
-            if p is None or p >= c or p not in groups or not _reads_whole(view, view.buf):
-                continue
+            if p is None or p >= c or p not in groups or not all(
+                    _reads_whole(v, v.buf) for v in consumer.views if v.buf is view.buf):
+                continue  # (x * x[::-1]: a register holds element i only)
             result = extents(view.buf)
             if _overlap(result, held) or any(
                     _overlap(result, touched) for s, touched in enumerate(touches)
