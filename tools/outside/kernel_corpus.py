@@ -72,6 +72,13 @@ KNOWN = {
         "only with lockstep warps",
 }
 """Disagreements read and understood: case id -> why."""
+KNOWN.update(dict.fromkeys(
+    [f"gpu_puzzles:{name}" for name in (
+        "puzzle05_broadcast", "puzzle10_dot", "puzzle11_conv_one_block", "puzzle11_conv_two_blocks",
+        "puzzle12_sum_simple", "puzzle13_axis_sum", "puzzle14_matmul_one_tile")],
+    "the puzzles hand the `cuda` module to a kernel factory, so the kernel reaches it through a "
+    "closure, which the stock simulator does not swap for its simulated module (AttributeError: "
+    "no threadIdx); the puzzles are meant for a GPU, where they run, and minigpu runs them"))
 
 
 # ----------------------------------------------------------------------------- the worker
@@ -162,6 +169,11 @@ def equal(a, b, rtol):
     return True
 
 
+def known(c):
+    """Why case ``c`` disagrees, if that was read and understood (:data:`KNOWN`)."""
+    return KNOWN.get(c.id)
+
+
 def judge(c, s, m):
     """What is wrong with case ``c``'s stock (``s``) and minigpu (``m``) outcomes, if anything."""
     bug = c.label != "clean"
@@ -226,7 +238,7 @@ def main():
         notes = judge(c, s, m)
         if notes:
             disagreements.append((c, notes, s, m))
-            if c.id not in KNOWN and ("FALSE ALARM" in notes or "RESULT DIFFERS" in notes):
+            if known(c) is None and ("FALSE ALARM" in notes or "RESULT DIFFERS" in notes):
                 failing.append(c.id)
         if args.verbose:
             print(f"  {c.id:55s} {c.label:8s} stock: {s['error'] or 'ok'}\n"
@@ -243,8 +255,8 @@ def main():
         print(f"  {c.id} [{c.label}] {', '.join(notes)}  ({c.origin})")
         print(f"      stock:   {s['error'] or 'completed'}")
         print(f"      minigpu: {m['error'] or 'completed'}")
-        if c.id in KNOWN:
-            print(f"      known: {KNOWN[c.id]}")
+        if known(c) is not None:
+            print(f"      known: {known(c)}")
     if summary:
         print("\n" + summary)
     print(f"\n{len(failing)} unexplained false alarms or result differences")

@@ -16,7 +16,8 @@ import dataclasses
 import importlib
 from typing import Callable
 
-SOURCES = ("dataracebench", "gpuverify", "accelerated_computing_hub", "numba_examples")
+SOURCES = ("dataracebench", "gpuverify", "accelerated_computing_hub", "numba_examples",
+           "gpu_puzzles")
 """The corpus modules, one per source, in the order the runner prints them."""
 
 BUGS = ("race", "oob", "sync", "const", "uninit", "compile")

@@ -5,7 +5,8 @@ BSD 2-Clause License, Copyright (c) 2017, Numba. Files:
 ``examples/density_estimation/histogram/gpu.py``,
 ``examples/finance/blackscholes/blackscholes_cuda.py``,
 ``legacy/cudajit/{matmul,matmul_smem,sum}.py``,
-``legacy/laplace2d/laplace2d-numba-cuda-{smem,improve}.py``, ``legacy/cuda_dask.py``. Each is presented as working (``clean``), except as noted at a case.
+``legacy/laplace2d/laplace2d-numba-cuda-{smem,improve}.py``, ``legacy/cuda_dask.py``. Each is
+presented as working (``clean``), except as noted at a case.
 """
 import math
 
