@@ -490,3 +490,74 @@ def test_bit_intrinsics_run_compiled_with_the_checked_paths_result(compiled, mon
             bit_counts[2, TILE](x, out)
         suspected = "fallback: " + compiled_memory.SUSPECTS[compiled_memory.BITS]
         assert compiled["bit_counts"][suspected] == 1
+
+
+@cuda.jit
+def row_sums(a, out):
+    """Each thread sums one row of a 2-d array, reached as ``a[i]`` and as ``a[(i,)]``."""
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        row = a[i]
+        total = row[0] + a[(i,)][1]
+        for j in range(2, row.shape[0]):
+            total += a[i][j]
+        out[i] = total
+
+
+def test_a_row_of_a_2d_array_runs_compiled(compiled, monkeypatch):
+    """``a[i]`` of a 2-d array is its row (a 1-d view), as in a CUDA kernel: compiled, with the
+    checked path's result; a row past the end is the checked path's out-of-bounds error."""
+    a = np.arange(2 * TILE * 3, dtype=np.float32).reshape(2 * TILE, 3)
+    out = np.zeros(2 * TILE, np.float32)
+    row_sums[2, TILE](a, out)
+    assert dict(compiled["row_sums"]) == {"fast": 1}
+    np.testing.assert_array_equal(out, a.sum(1))
+    with pytest.raises(OutOfBoundsError):
+        row_sums[2, TILE](a[:-1], out)
+    assert "fallback: " + compiled_memory.SUSPECTS[compiled_memory.OUTSIDE] in \
+        compiled["row_sums"], dict(compiled["row_sums"])
+
+
+@cuda.jit
+def cube_roots(x, out):
+    i = cuda.grid(1)
+    out[i] = cuda.cbrt(x[i])
+
+
+@pytest.mark.parametrize("fast", ["0", "always"])
+def test_cbrt_is_the_real_cube_root_on_both_paths(monkeypatch, fast):
+    """A GPU's ``cbrt(-8)`` is -2 (stock's ``a ** (1/3)`` gives nan); float32 stays float32;
+    the compiled path takes it."""
+    monkeypatch.setattr(config, "FAST", fast)
+    compiled_path.STATS.clear()
+    x = np.array([-8, -27, 8, 0, -0.0, np.inf, -np.inf, np.nan] + [-1e-30] * 24, np.float32)
+    out = np.zeros_like(x)
+    cube_roots[1, 32](x, out)
+    np.testing.assert_allclose(out, np.cbrt(x), rtol=1e-6)
+    assert out[0] == -2 and out[1] == -3 and np.signbit(out[4])
+    if fast == "always":
+        assert dict(compiled_path.STATS["cube_roots"]) == {"fast": 1}
+
+
+@cuda.jit
+def set_in_some_threads(x, out):
+    i = cuda.grid(1)
+    if x[i] > 0:
+        v = x[i] * 2
+    out[i] = v
+
+
+def test_a_local_unset_in_some_threads_falls_back_to_the_checked_verdict(compiled):
+    """A local assigned on some paths only: the compiled path runs it when every thread
+    assigned it, and suspects it (then the checked path reports the uninitialised value) when
+    one did not: Numba's CPU target would read whatever its register held."""
+    x = np.ones(2 * TILE, np.float32)
+    out = np.zeros_like(x)
+    set_in_some_threads[2, TILE](x, out)
+    np.testing.assert_array_equal(out, 2 * x)
+    assert dict(compiled["set_in_some_threads"]) == {"fast": 1}
+    x[5] = -1
+    with pytest.raises(UninitializedReadError, match="'v'"):
+        set_in_some_threads[2, TILE](x, out)
+    assert "fallback: " + compiled_memory.SUSPECTS[compiled_memory.UNSET] in \
+        compiled["set_in_some_threads"], dict(compiled["set_in_some_threads"])

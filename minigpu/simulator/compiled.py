@@ -212,6 +212,8 @@ class Rewrite(ast.NodeTransformer):
             return self._access(name, node, args)
         if path == ["const", "array_like"]:
             return args[0]
+        if path == ["cbrt"] and len(args) == 1:
+            return _call("__cbrt", args)   # the real cube root (cbrt(-8) is -2), its type kept
         if len(path) == 1 and path[0] in compiled_memory.BIT_INTRINSICS and len(args) == 1:
             return _call(f"__{path[0]}", [args[0], ast.Name("__F", ast.Load())])
         if len(path) == 1 and path[0] in compiled_memory.SHUFFLES and len(args) == 3:
@@ -233,7 +235,9 @@ class Rewrite(ast.NodeTransformer):
         if not isinstance(node.ctx, ast.Load):
             raise Ineligible("an unusual store")
         value = self.visit(node.value)
-        if isinstance(value, ast.Call):   # x.shape[0]: a tuple of a call
+        if isinstance(value, ast.Call) and not (isinstance(value.func, ast.Name) and
+                                                value.func.id == "__load"):
+            # x.shape[0]: a tuple of a call (a[i][j] is a load of a load: a row of a 2-d a)
             node.value, node.slice = value, self.visit(node.slice)
             return node
         return self._access("__load", node, [value, _index(self.visit(node.slice))])
@@ -589,6 +593,95 @@ def _fold_constant_ifs(stmts, ns, local):
     return out
 
 
+class _AugmentedNames(ast.NodeTransformer):
+    """``x += e`` as ``x = x + e`` (for a name: the same for the scalars a kernel holds), so
+    that the read of ``x`` is a read like any other."""
+
+    def visit_AugAssign(self, node):
+        if not isinstance(node.target, ast.Name):
+            return node
+        read = ast.Name(node.target.id, ast.Load())
+        return ast.copy_location(ast.Assign([node.target], ast.BinOp(read, node.op, node.value)),
+                                 node)
+
+
+def _unset_reads(stmts, params):
+    """The reads (``ast.Name`` nodes) of a local variable that some path to them leaves
+    unassigned (a GPU would read an uninitialised register there; Python raises)."""
+    local = _stored(stmts) - set(params)
+    found = []
+
+    def reads(node, done):
+        found.extend(n for n in ast.walk(node) if isinstance(n, ast.Name)
+                     and isinstance(n.ctx, ast.Load) and n.id in local and n.id not in done)
+
+    def block(body, done):
+        """The names surely assigned after ``body`` (None: no path gets past it)."""
+        for s in body:
+            if isinstance(s, ast.If):
+                reads(s.test, done)
+                after = [d for d in (block(s.body, set(done)), block(s.orelse, set(done)))
+                         if d is not None]
+                done = set.intersection(*after) if after else None
+            elif isinstance(s, (ast.For, ast.While)):   # the body may not run at all
+                reads(s.iter if isinstance(s, ast.For) else s.test, done)
+                block(s.body, done | (_stored([s.target]) if isinstance(s, ast.For) else set()))
+                block(s.orelse, set(done))
+            elif isinstance(s, (ast.Return, ast.Break, ast.Continue)):
+                reads(s, done)
+                return None
+            else:
+                reads(s, done)
+                done = done | _stored([s])
+            if done is None:
+                return None
+        return done
+
+    block(stmts, set())
+    return found
+
+
+def _guard_unset(stmts, params):
+    """Each read of :func:`_unset_reads` checked at run time: ``__set_v`` says whether this
+    thread assigned ``v``; a read where it did not is suspected (``compiled_memory.assigned``),
+    and the checked path reports the uninitialised value. Other code is unchanged."""
+    stmts = [_AugmentedNames().visit(s) for s in stmts]
+    unset = _unset_reads(stmts, params)
+    if not unset:
+        return stmts
+    guarded = {n.id for n in unset}
+    ids = {id(n) for n in unset}
+
+    class Check(ast.NodeTransformer):
+        def visit_Name(self, node):
+            if id(node) not in ids:
+                return node
+            return _call("__assigned", [ast.Name(node.id, ast.Load()),
+                                        ast.Name(f"__set_{node.id}", ast.Load()),
+                                        ast.Name("__F", ast.Load())])
+
+    def mark(names):
+        return [ast.Assign([ast.Name(f"__set_{n}", ast.Store())], ast.Constant(True))
+                for n in sorted(names & guarded)]
+
+    def body(block):
+        out = []
+        for s in block:
+            s = Check().visit(s)
+            if isinstance(s, (ast.If, ast.For, ast.While)):
+                s.body, s.orelse = body(s.body), body(s.orelse)
+                if isinstance(s, ast.For):
+                    s.body = mark(_stored([s.target])) + s.body
+                out.append(s)
+            else:
+                out += [s] + mark(_stored([s]))
+        return out
+
+    start = [ast.Assign([ast.Name(f"__set_{n}", ast.Store())], ast.Constant(False))
+             for n in sorted(guarded)]
+    return [ast.fix_missing_locations(s) for s in start + body(stmts)]
+
+
 class _Prefix(ast.NodeTransformer):
     """A device function's names in the kernel: locals prefixed, free names prefixed and
     bound in ``extra`` to their values, substituted parameters replaced, builtins kept."""
@@ -625,7 +718,7 @@ _HELPERS = {
     "__borrow": compiled_memory.borrow, "__shuffle": compiled_memory.shuffle,
     "__warps_converged": compiled_memory.warps_converged,
     "__loop_goes_on": compiled_memory.loop_goes_on,
-    "np": np,
+    "np": np, "__cbrt": np.cbrt, "__assigned": compiled_memory.assigned,
     **{f"__{f.__name__}": getattr(np, f.__name__) for f in ROUNDING},
     **{f"__atomic_{k}": v for k, v in compiled_memory.ATOMICS.items()},
     **{f"__{k}": v for k, v in compiled_memory.DIVISIONS.items()},
@@ -860,7 +953,7 @@ class KernelCompiler:
             func = _function_def(kernel.fn)
             rw = Rewrite({**_namespace(kernel.fn), **_HELPERS}, False, self)
             body = []
-            for s in func.body:
+            for s in _guard_unset(func.body, [a.arg for a in func.args.args]):
                 r = rw.visit(s)
                 body.extend(r if isinstance(r, list) else [r])
             func.body = body
@@ -882,7 +975,7 @@ class KernelCompiler:
         params = [a.arg for a in func.args.args]
         inliner = Inliner(self.ns)
         body = _fold_constant_ifs(func.body, self.ns, set(params) | _stored(func.body))
-        func.body = inliner.body(body, self.ns)
+        func.body = _guard_unset(inliner.body(body, self.ns), params)
         self.ns.update(inliner.extra)
         rw = Rewrite(self.ns, True, self)
         body = []

@@ -50,8 +50,9 @@ SUSPECTS = {1: "an index outside the array", 2: "a load of never-written memory"
             6: "a loop that ran 2**24 times in one thread of one region (a spin on another "
                "thread's write: the compiled path runs that thread only after it)",
             7: "a bit intrinsic (popc, ffs, clz, brev) of a negative value or one of more "
-               "than 32 bits (the checked path's Python counts those otherwise)"}
-OUTSIDE, POISON, CONFLICT, DIVIDE, DIVERGENT, RUNAWAY, BITS = 1, 2, 3, 4, 5, 6, 7
+               "than 32 bits (the checked path's Python counts those otherwise)",
+            8: "a local variable read where this thread never assigned it"}
+OUTSIDE, POISON, CONFLICT, DIVIDE, DIVERGENT, RUNAWAY, BITS, UNSET = 1, 2, 3, 4, 5, 6, 7, 8
 MANY = -1           # more than one reader (``rt``), or readers of several blocks (``rb``)
 ATOMIC_MIXED = -(2 ** 62)  # ``wt`` of an element updated atomically by several blocks
 _INLINE = {"forceinline": True}
@@ -360,19 +361,39 @@ def _unwrap(idx):
     return idx
 
 
-def _check_index(idx, nd):
+def _check_index(idx, nd, partial=False):
+    """``idx`` must be ``nd`` integers (fewer, if ``partial``: a view of a sub-array)."""
     idx = _unwrap(idx)
-    if not isinstance(idx, types.BaseTuple) or len(idx) != nd or \
+    if not isinstance(idx, types.BaseTuple) or not (
+            len(idx) == nd or partial and 0 < len(idx) < nd) or \
             not all(isinstance(t, (types.Integer, types.Boolean)) for t in idx):
         raise TypeError(f"the compiled path indexes a {nd}-d array only with {nd} integers, "
                         f"not {idx}")
+
+
+def _sub_array(x, idx):
+    """``x[i]`` of a 2-d Buf ``x`` (or ``x[i, j]`` of a 3-d one ...): the Buf of that
+    sub-array, a view of its data, bits and shadows, its byte offset moved for the counters'
+    log. An index outside the array is suspected and gives the first sub-array."""
+    k = len(_unwrap(idx))
+    unwrap = "    idx = idx[0]\n" if _unwrap(idx) is not idx else ""
+    checks = "".join(f"    i{j} = idx[{j}]\n    if i{j} < 0 or i{j} >= x.data.shape[{j}]:\n"
+                     f"        F[0] = {OUTSIDE}\n        i{j} = 0\n" for j in range(k))
+    p = ", ".join(f"i{j}" for j in range(k))
+    offset = " + ".join(f"i{j} * x.data.strides[{j}]" for j in range(k))
+    src = (f"def impl(x, idx, c, F, site):\n{unwrap}{checks}"
+           f"    meta = x.meta.copy()\n    meta[3] += {offset}\n"
+           f"    return Buf(x.data[{p}], x.bits[{p}], x.shadow[{p}], meta, x.log)\n")
+    return _compile(src, "impl", {"Buf": Buf})
 
 
 @overload(load, jit_options=_INLINE)
 def _load_ov(x, idx, c, F, site):
     if _is_buf(x):
         nd = x[0].ndim
-        _check_index(idx, nd)
+        _check_index(idx, nd, partial=True)
+        if len(_unwrap(idx)) < nd:
+            return _sub_array(x, idx)
         unwrap = "    idx = idx[0]\n" if _unwrap(idx) is not idx else ""
         src = (f"def impl(x, idx, c, F, site):\n{unwrap}{_index_code(nd, 'x.data')}"
                + _POISON_CHECK + _observed(nd, "observe_load", LOAD) + "    return x.data[p]\n")
@@ -581,6 +602,15 @@ def shuffle(kind, lanes, own, arg, mask, t, c, F):
         F[0] = DIVERGENT
         return own
     return lanes[source]
+
+
+@njit(cache=False, forceinline=True)
+def assigned(value, is_set, F):
+    """A read of a local variable that some path leaves unassigned (a GPU's uninitialised
+    register): ``value``, suspected when this thread never set it (``is_set`` false)."""
+    if not is_set:
+        F[SUSPECT] = UNSET
+    return value
 
 
 @njit(cache=False, forceinline=True)

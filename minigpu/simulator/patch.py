@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from . import blocks, launch, memory, sites, warp
+from . import blocks, ieee, launch, memory, sites, warp
 
 SUPPORTED = (0, 30)  # numba-cuda major.minor whose simulator internals this patch targets
 
@@ -65,6 +65,8 @@ def apply(cuda, _set):
     _set(kernel_mod.FakeCUDAKernel, "forall", launch.forall)
     _set(kernel_mod.FakeCUDAKernel, "configure", launch.configure)
     _set(kernelapi.GridGroup, "sync", lambda self: blocks.current().grid_sync())
+    # stock computes a ** (1/3): nan for a negative a, where a GPU gives the real cube root
+    _set(kernelapi.FakeCUDAModule, "cbrt", lambda self, a: ieee.MATH.cbrt(a))
     _set(cuda, "__getattr__", launch.cuda_module_getattr)
     for name, member in vars(blocks.ThreadAPI).items():
         if not name.startswith("_"):
