@@ -52,6 +52,7 @@ SECTIONS = {
     "Exercise 5: uninitialised shared memory (`debug_uninit`)":
         "演習 5: 初期化されていない共有メモリ（`debug_uninit`）",
     "Exercise 6: a bank conflict (`debug_banks`)": "演習 6: バンクコンフリクト（`debug_banks`）",
+    "Graphs and the compiler (chapter 15)": "グラフとコンパイラ（第 15 章）",
 }
 
 # term -> the chapter that defines it (bold there, never used in an earlier chapter)
@@ -69,14 +70,16 @@ TERMS = {"kernel": 0, "warp": 0, "lane": 0, "SM": 0, "memory-bound": 0, "guard":
          "broadcast": 10, "stream": 10, "pinned": 10, "sorting network": 11,
          "compare-exchanges": 11, "merge": 11, "stable": 11, "online softmax": 12,
          "running max": 12, "flash attention": 12, "initcheck": 6, "memcheck": 14,
-         "synccheck": 14}
+         "synccheck": 14, "launch-bound": 15, "CUDA graph": 15, "guard key": 15,
+         "graph break": 15}
 GLOSSARY_TERMS = ("kernel", "thread", "block", "grid", "`cuda.grid(1)`", "SM", "warp", "lane",
                   "memory-bound", "sector", "request", "coalesced", "L1, L2", "shared memory",
                   "barrier", "race", "halo", "bank", "wavefront", "padding", "divergence",
                   "warp efficiency", "shuffle", "shuffle mask", "atomic", "inclusive scan",
                   "Blelloch scan", "tile", "arithmetic intensity", "register", "occupancy",
                   "spill", "sm_90", "constant memory", "stream", "sorting network",
-                  "online softmax", "flash attention", "budget", "seed")
+                  "online softmax", "flash attention", "budget", "seed", "launch overhead",
+                  "launch-bound", "CUDA graph", "guard key", "graph break")
 
 
 def blocks(text):
@@ -240,7 +243,7 @@ def test_every_chapter_shows_a_picture_and_links_the_glossary():
         text = page.read_text(encoding="utf-8")
         assert images(page), f"{page.name} shows no picture"
         assert "(glossary.md)" in text, f"{page.name} does not link the glossary"
-    assert len(CHAPTERS) == 15
+    assert len(CHAPTERS) == 16
 
 
 @pytest.mark.parametrize("page", PAGES + sorted(JA.glob("*.md")),

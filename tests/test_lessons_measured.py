@@ -145,7 +145,7 @@ def test_every_experiment_is_asserted(m):
     asserted = {"coalescing", "bank_conflicts", "reduction", "matmul", "occupancy", "streams",
                 "fusion_bias_act", "fusion_adam", "fusion_lstm", "constant_memory",
                 "divergence", "unrolling", "scan", "sort", "attention_forward",
-                "half_precision_map", "half_precision_gemm"}
+                "half_precision_map", "half_precision_gemm", "graphs_step"}
     assert set(m) == asserted
 
 
@@ -164,3 +164,16 @@ def test_the_readme_command_runs_without_the_simulator_variable():
                        capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stderr
     assert "== occupancy / occupancy" in r.stdout and "global_load_sectors" in r.stdout
+
+
+def test_graphs_fused_step_launches_and_moves_less(measured):
+    """One training step: fused makes fewer launches and moves fewer global bytes than eager
+    (the claims of docs/course/15-graphs-fusion.md); captured replays eager's kernels, less
+    cross_entropy's host check of the targets (2 reductions, 2 scatters)."""
+    rows = {r.name: r for _, exp, _, found in measured if exp.name == "graphs_step"
+            for r in found}
+    launches = {name: int(r.grid.split()[0]) for name, r in rows.items()}
+    moved = {name: r.metrics["bytes_moved"] for name, r in rows.items()}
+    assert launches["captured"] == launches["eager"] - 4
+    assert launches["fused"] < launches["captured"] < launches["eager"]
+    assert moved["fused"] < moved["captured"] < moved["eager"]

@@ -11,11 +11,11 @@ Lessons import production building blocks; production never imports lessons.
 """
 from . import (bank_conflicts, coalescing, constant_memory, divergence, fusion, matmul,
                occupancy, reduction, streams, unrolling)
-from . import attention, half_precision, scan, sort
+from . import attention, graphs, half_precision, scan, sort
 
 ALL = (coalescing.LESSON, bank_conflicts.LESSON, reduction.LESSON, matmul.LESSON,
        occupancy.LESSON, fusion.LESSON, constant_memory.LESSON, divergence.LESSON,
        streams.LESSON, unrolling.LESSON, scan.LESSON, sort.LESSON, attention.LESSON,
-       half_precision.LESSON)
+       half_precision.LESSON, graphs.LESSON)
 
 BY_NAME = {lesson.name: lesson for lesson in ALL}
