@@ -1,7 +1,7 @@
 """Fusion of a captured graph's elementwise chains (``minigpu/graphs/fusion.py``,
 ``docs/graphs.md``): a fused training step gives eager's losses and parameters within the
-stated bound (0 ulp: equal) on both devices for an MLP, LeNet-5 and a small Transformer LM
-(on cuda with its Adam steps applied to all parameters in one launch);
+stated bound (0 ulp: equal) for an MLP, LeNet-5 and a small Transformer LM on cpu, the MLP and
+LeNet-5 on cuda (with their Adam steps applied to all parameters in one launch);
 an intermediate someone still holds, or whose inputs are written in between, is not fused;
 ``mg.compile(mode="max-autotune")`` fuses and prints its kernels; the simulator counts the
 fused launches."""
@@ -23,9 +23,11 @@ def equal(a, b):
     return len(a) == len(b) and all(np.array_equal(x, y) for x, y in zip(a, b))
 
 
-@pytest.mark.parametrize("device", ["cpu", "cuda"])
-@pytest.mark.parametrize("model", ["mlp", "lenet", "lm"])
+@pytest.mark.parametrize("model,device", [("mlp", "cpu"), ("lenet", "cpu"), ("lm", "cpu"),
+                                          ("mlp", "cuda"), ("lenet", "cuda")])
 def test_fused_training_equals_eager(model, device):
+    """(The LM on the simulator: 120-700 s at load 9-14, too slow for the suite; its 5 fused
+    losses equal eager's in ``benchmarks/graphs_fusion.py``'s recorded run.)"""
     steps = 3 if device == "cpu" else 1  # the simulator: 2 eager steps, 1 fused replay
     losses, _, params = bench.eager_losses(model, device, steps)
     fused_losses, _, fused_params, graph = bench.graphed_losses(model, device, steps)
