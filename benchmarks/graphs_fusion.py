@@ -21,6 +21,7 @@ import numpy as np
 import minigpu as mg
 from minigpu import nn
 from minigpu.models.lenet import LeNet5
+from minigpu.lessons.graphs import train_step
 
 VOCAB, CONTEXT, WIDTH = 12, 8, 16
 
@@ -68,14 +69,6 @@ def setup(model, device, steps):
     rng = np.random.default_rng(0)
     return net, mg.optim.Adam(net.parameters(), lr=1e-2), [batch(rng, device)
                                                            for _ in range(steps + 1)]
-
-
-def train_step(net, opt, x, y):
-    opt.zero_grad(set_to_none=True)
-    loss = nn.functional.cross_entropy(net(x), y)
-    loss.backward()
-    opt.step()
-    return loss
 
 
 def parameters(net):
