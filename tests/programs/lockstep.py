@@ -307,14 +307,15 @@ def _accelerator_is_the_cpu(run):
     """PyTorch's run takes the program's accelerator branch too, on its cpu (the minigpu run
     has one, the simulated GPU): the branch also sets DataLoader options (``shuffle``,
     ``num_workers``) that change the batches. torch's private modules (``torch._dynamo``,
-    which would look for the accelerator's current stream when ``torch.compile`` traces) get
-    the true answer."""
+    which would look for the accelerator's current stream when ``torch.compile`` traces) and
+    ``torch.accelerator``'s own functions get the true answers."""
 
     def to_the_program(name, answer):
         real = getattr(torch.accelerator, name)
 
         def answering(*args, **kwargs):
-            if sys._getframe(1).f_globals.get("__name__", "").startswith("torch._"):
+            caller = sys._getframe(1).f_globals.get("__name__", "")
+            if caller.startswith("torch._") or caller == "torch.accelerator":
                 return real(*args, **kwargs)
             return answer
 
