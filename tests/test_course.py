@@ -146,7 +146,10 @@ def run_command(command, scratch):
     assert "Traceback" not in output, output
 
 
-@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+# the README's picture commands redraw every picture of the course (~1 min of CPU): slow
+@pytest.mark.parametrize("page", [pytest.param(p, marks=pytest.mark.slow)
+                                  if p.name == "README.md" else p for p in PAGES],
+                         ids=lambda p: p.name)
 def test_every_command_runs(page, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     for command in commands(page):
@@ -212,6 +215,7 @@ def _student_shell():
             if k not in ("NUMBA_ENABLE_CUDASIM", "MINIGPU_SIM_STRICT", "MINIGPU_SIM_CHECKS")}
 
 
+@pytest.mark.slow  # ~30 CPU seconds of subprocesses: CI runs it in its slow step
 def test_commands_run_from_a_shell_without_the_simulator(tmp_path):
     """Each kind of command the course gives (console blocks of every page; the Japanese
     pages have the same blocks), and its Python programs (the README's trace, chapter 0's

@@ -35,6 +35,7 @@ def gpu_run(*args, simulator=True):
                           text=True, timeout=300)
 
 
+@pytest.mark.slow  # ~45 CPU seconds: CI runs it in its slow step
 def test_smoke_runs_every_step_then_resumes(tmp_path):
     out = tmp_path / "results"
     before = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -10,6 +10,12 @@ and random draws, and records every loss passed to ``backward()``; see its docst
 Tolerance: every loss within ``rtol=2e-4`` of PyTorch's (plus ``atol=1e-4`` for losses near 0),
 float32 accumulated over all the steps of the run. A program that cannot run yet is an
 ``xfail(strict=True)`` naming the missing feature; docs/pytorch_compat.md lists them all.
+
+The corpus on cpu (marked ``programs``, ~6-7 min of CPU: each program is a subprocess that
+imports torch and runs twice) and on the simulated GPU (``simulator_programs``) is deselected
+from the suite by pyproject's addopts; CI runs each in a step of its own:
+``pytest -n 2 -m "slow or programs"`` and ``pytest -n 2 -m simulator_programs
+tests/test_programs.py``.
 """
 import json
 import os
@@ -48,8 +54,7 @@ CORPUS = [
     ("mnist_forward_forward", "mnist_forward_forward/main.py",
      "--epochs 5 --train_size 64 --test_size 32 --no_accel --log-interval 1", []),
     # the longest (~45 s of CPU: its hard-coded 1000-step prediction after each LBFGS step)
-    ("time_sequence_prediction", "time_sequence_prediction/train.py", "--steps 1",
-     [pytest.mark.slow]),
+    ("time_sequence_prediction", "time_sequence_prediction/train.py", "--steps 1", []),
     ("word_language_model", "word_language_model/main.py",
      "--data data --emsize 16 --nhid 16 --epochs 1 --batch_size 4 --bptt 8 --log-interval 1",
      []),
@@ -146,6 +151,7 @@ def assert_lockstep(result, compared=None):
     np.testing.assert_allclose(ours, theirs, rtol=RTOL, atol=ATOL)
 
 
+@pytest.mark.programs
 @pytest.mark.parametrize("name,program,options", [
     pytest.param(name, program, options, id=name, marks=marks)
     for name, program, options, marks in CORPUS])
