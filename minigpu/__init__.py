@@ -23,7 +23,7 @@ from .creation import (arange, as_tensor, empty, empty_like, eye, from_numpy, fu
                        randperm, tensor, zeros, zeros_like)
 from .graphs import compile
 from .interop import from_dlpack
-from .ops.registry import exported as _exported
+from .ops.out import exported_with_out as _exported_with_out
 from .random import Generator, default_generator, initial_seed, manual_seed, seed
 from .serialization import load, save
 from .amp import autocast
@@ -33,7 +33,7 @@ from .tensor import int8, int16, int32, int64, long, uint8
 from .tensor import channels_last, contiguous_format, memory_format, preserve_format
 from .tensor_types import BoolTensor, DoubleTensor, FloatTensor, LongTensor
 
-globals().update(_exported("mg"))  # the ops marked @op(mg=True): minigpu.exp, minigpu.cat, ...
+globals().update(_exported_with_out())  # the ops marked @op(mg=True): minigpu.exp, minigpu.cat, ...
 
 float = float32
 

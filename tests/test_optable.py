@@ -60,7 +60,9 @@ def test_tensor_methods_are_the_registered_op_functions():
     signature; ``minigpu``, ``minigpu.ops`` and ``nn.functional`` hold what the entry says."""
     for entry in registry.OPS.values():
         assert getattr(ops, entry.name) is entry.fn, entry.name
-        assert (getattr(mg, entry.name, None) is entry.fn) == entry.mg, entry.name
+        public = getattr(mg, entry.name, None)  # with out= (ops/out.py): wraps the op
+        assert (getattr(public, "__wrapped__", public) is entry.fn) == entry.mg, entry.name
+        assert hasattr(public, "__wrapped__") == (entry.mg and entry.out), entry.name
         assert (getattr(mg.nn.functional, entry.name, None) is entry.fn) == entry.F, entry.name
         for name in entry.methods:
             assert vars(mg.Tensor)[name] is entry.fn, name

@@ -79,6 +79,7 @@ class Op(NamedTuple):
     params: tuple = (0.0, 0.0)  # the a, b the tests call it with (a slope, a clamp's bounds)
     signed_zeros: bool = True  # its zeros have torch's signs (False: torch's sign of a zero
                                # is an artefact of its formula, docs/pytorch_compat.md)
+    out: bool = True         # ``minigpu.<name>`` takes torch's ``out=`` (False: torch's has none)
 
 
 # One-element forms (``Op.scalar``): each is compiled as its op's cuda device function.
@@ -204,7 +205,7 @@ UNARY = (
     Op("relu", "0 if x < 0 else x  (NaN and -0.0 kept, as PyTorch)",
        lambda x, a, b: select(~(x < 0), x),
        "where(y > 0, g, 0)", fused="relu_grad", method=True,
-       module="ReLU", float_input=False, saves="y"),  # y > 0 exactly where x > 0
+       module="ReLU", float_input=False, saves="y", out=False),  # y > 0 exactly where x > 0
     Op("leaky_relu", "x if x > 0 else a*x", lambda x, a, b: select(x > 0, x, a * x),
        "where(x > 0, g, g * a)", fused="leaky_relu_grad", saves="x",
        params=(0.1, 0.0)),
@@ -261,9 +262,9 @@ UNARY = (
     Op("trunc", "x rounded toward zero", lambda x, a, b: np.trunc(x), "0",
        method=True, float_input=False, saves="", scalar=trunc_scalar),
     Op("isnan", "x != x  -> bool", lambda x, a, b: np.isnan(x), bool_result=True, method=True,
-       float_input=False, scalar=isnan_scalar),
+       float_input=False, scalar=isnan_scalar, out=False),
     Op("isinf", "|x| == inf  -> bool", lambda x, a, b: np.isinf(x), bool_result=True,
-       method=True, float_input=False, scalar=isinf_scalar),
+       method=True, float_input=False, scalar=isinf_scalar, out=False),
     Op("erf", "erf(x) = 2/sqrt(pi) * integral of exp(-t^2) from 0 to x", lambda x, a, b: _erf(x),
        "g * exp(x * x * -1) * TWO_OVER_SQRT_PI", method=True, saves="x",
        approx=True, scalar=erf_scalar),

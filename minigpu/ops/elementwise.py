@@ -194,7 +194,7 @@ for _name, (_entry, _binary) in _PUBLIC.items():
        module=_entry.module, example=table_example(_entry, _binary), domain=_entry.domain,
        tol=(1e-5, 1e-6) if not _entry.approx else (2e-5, 1e-6),
        grad=_entry.grad is not None and not _entry.bool_result,
-       signed_zeros=_entry.signed_zeros)
+       signed_zeros=_entry.signed_zeros, out=_entry.out)
 globals().update(TABLE_FUNCTIONS)
 method(TABLE_FUNCTIONS["neg"], "__neg__")
 method(TABLE_FUNCTIONS["floor_divide"], "__floordiv__")
@@ -516,7 +516,7 @@ def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
     return where(x == -math.inf, float(info.min if neginf is None else neginf), out)
 
 
-@op(mg=True, inplace="masked_fill_",
+@op(mg=True, out=False, inplace="masked_fill_",
     example=lambda r: (r.standard_normal((3, 5)), r.random(5) < 0.5, 2.5))
 def masked_fill(x, mask, value):
     return where(mask, Tensor._full((), value, x.dtype, x.device), x)

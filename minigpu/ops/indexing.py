@@ -178,7 +178,7 @@ def scatter_add_(x, dim, index, src):
     return apply_(x, lambda v: scatter_add(v, dim, index, src), src)
 
 
-@op(mg=True, example=lambda r: (r.standard_normal((3, 4)), (0, 1)))
+@op(mg=True, out=False, example=lambda r: (r.standard_normal((3, 4)), (0, 1)))
 def flip(x, dims):
     """A copy of ``x`` with the order of its elements reversed along ``dims`` (an int or a
     sequence): one ``index_select`` with a reversed index per dim."""

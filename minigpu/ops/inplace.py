@@ -383,7 +383,7 @@ def _activation_(x, name, slope=0.0):
     return apply_(x, lambda v: ew.UNARY_FUNCTIONS[name].apply(v, alpha=slope))
 
 
-@op(mg=True, F=True, example=lambda r: (r.standard_normal((3, 4)),))
+@op(mg=True, out=False, F=True, example=lambda r: (r.standard_normal((3, 4)),))
 def relu_(x):
     """``x = max(x, 0)`` in place."""
     return _activation_(x, "relu")

@@ -272,7 +272,7 @@ def norm(x, p="fro", dim=None, keepdim=False, dtype=None):
     return NormP.apply(x, p, dims, keepdim)
 
 
-@op(mg=True, grad=False, example=lambda r: (r.standard_normal((3, 4)), r.standard_normal((3, 4))))
+@op(mg=True, out=False, grad=False, example=lambda r: (r.standard_normal((3, 4)), r.standard_normal((3, 4))))
 def allclose(x, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     """True when every ``|x - other| <= atol + rtol * |other|`` (broadcast); infinities must
     match exactly; NaNs count as equal only with ``equal_nan``."""

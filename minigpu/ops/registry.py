@@ -37,7 +37,9 @@ Registering an op:
   - ``grad=False``: not differentiable (an integer or bool result, random draws); a tuple
     of argument positions: only those are (``batch_norm``'s running statistics are not);
   - ``signed_zeros=False``: torch's sign of a zero result is an artefact of its formula
-    (listed in ``docs/pytorch_compat.md``), not compared.
+    (listed in ``docs/pytorch_compat.md``), not compared;
+  - ``out=False``: ``minigpu.<name>`` takes no ``out=`` keyword (torch's has none: a view,
+    ``einsum``), see ``ops/out.py``.
 
   The generic suite runs it: cuda against cpu, float64 gradcheck, against torch on the
   example's drawn values and on the domain's edge values (float32, both devices), the result
@@ -75,6 +77,8 @@ class Entry(NamedTuple):
     grad: object = True   # differentiable: float64 gradcheck (of the arguments at these
                           # positions, when a tuple)
     signed_zeros: bool = True  # zeros signed as torch's (False: torch's sign is an artefact)
+    out: bool = True      # minigpu.<name> takes torch's out= keyword (ops/out.py); False where
+                          # torch's has none (views, einsum) or the function is swapped by identity
 
 
 EDGE_VALUES = {
@@ -103,7 +107,7 @@ _METHOD_OWNERS: dict = {}
 
 def op(fn=None, *, name=None, method=True, mg=False, F=False, inplace=None, module=None,
        example=None, torch=None, domain="real", tol=(1e-5, 1e-6), grad=True,
-       signed_zeros=True):
+       signed_zeros=True, out=True):
     """Register ``fn`` (as a decorator, with or without arguments); returns ``fn`` unchanged.
     ``name`` defaults to ``fn.__name__`` (an alias such as ``clip`` passes its own)."""
     def register(fn):
@@ -123,7 +127,7 @@ def op(fn=None, *, name=None, method=True, mg=False, F=False, inplace=None, modu
         if domain not in EDGE_VALUES:
             raise ValueError(f"op {key!r}: domain {domain!r} is not one of {list(EDGE_VALUES)}")
         OPS[key] = Entry(key, fn, methods, mg, F, inplace, module, example, torch, domain,
-                         tuple(tol), grad, signed_zeros)
+                         tuple(tol), grad, signed_zeros, out)
         return fn
     return register if fn is None else register(fn)
 

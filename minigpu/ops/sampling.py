@@ -23,7 +23,7 @@ def _log_uniform(shape, dtype, device, generator):
     return (1.0 - uniform(shape, dtype, device, generator)).log()
 
 
-@op(mg=True, grad=False, domain="unit",
+@op(mg=True, out=False, grad=False, domain="unit",
     example=lambda rng: (rng.uniform(0, 1, (3, 5)), 3),
     torch=Unlike("random draws: minigpu's counter-based generator, not torch's Mersenne "
                  "Twister (tests/test_sampling.py tests the distribution)"))

@@ -243,7 +243,7 @@ def nonzero(x, *, as_tuple=False):
     return tuple(coords) if as_tuple else stack(coords, 1)
 
 
-@op(mg=True, grad=False, example=lambda r: (r.integers(-2, 3, (3, 4)).astype(float),))
+@op(mg=True, out=False, grad=False, example=lambda r: (r.integers(-2, 3, (3, 4)).astype(float),))
 def unique(x, sorted=True, return_inverse=False, return_counts=False, dim=None):
     """The distinct values of x (flattened), ascending; with ``return_inverse`` each element's
     index into them (x's shape), with ``return_counts`` how often each occurs. Composed on the

@@ -295,7 +295,7 @@ def _of_one_dtype(tensors):
 
 
 # --- user-facing functions ----------------------------------------------------------------------
-@op(mg=True, torch="Tensor.permute", example=lambda r: (r.standard_normal((2, 3, 4)), 2, 0, 1))
+@op(mg=True, out=False, torch="Tensor.permute", example=lambda r: (r.standard_normal((2, 3, 4)), 2, 0, 1))
 def permute(x, *dims):
     if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
         dims = tuple(dims[0])
@@ -308,7 +308,7 @@ def permute(x, *dims):
     return Permute.apply(x, dims)
 
 
-@op(mg=True, example=lambda r: (r.standard_normal((2, 3, 4)), 0, 2))
+@op(mg=True, out=False, example=lambda r: (r.standard_normal((2, 3, 4)), 0, 2))
 def transpose(x, dim0, dim1):
     if type(dim0) is not int or type(dim1) is not int:  # other types are checked uncached
         dim0, dim1 = normalize_dim(dim0, x.ndim), normalize_dim(dim1, x.ndim)
@@ -350,7 +350,7 @@ def _infer_shape(shape, n):
     return tuple(shape)
 
 
-@op(mg=True, torch="Tensor.reshape", example=lambda r: (r.standard_normal((2, 3, 4)), 4, -1))
+@op(mg=True, out=False, torch="Tensor.reshape", example=lambda r: (r.standard_normal((2, 3, 4)), 4, -1))
 def reshape(x, *shape):
     shape = _infer_shape(shape, x.numel())
     strides = view_strides(x, shape)
@@ -387,7 +387,7 @@ def reshape_as(x, other):
     return reshape(x, *other.shape)
 
 
-@op(mg=True, example=lambda r: (r.standard_normal((2, 3, 4)), 1))
+@op(mg=True, out=False, example=lambda r: (r.standard_normal((2, 3, 4)), 1))
 def flatten(x, start_dim=0, end_dim=-1):
     if x.ndim == 0:
         return reshape(x, 1)
@@ -397,7 +397,7 @@ def flatten(x, start_dim=0, end_dim=-1):
     return reshape(x, *x.shape[:s], numel(x.shape[s:e + 1]), *x.shape[e + 1:])
 
 
-@op(mg=True, example=lambda r: (r.standard_normal((2, 1, 3, 1)), 1))
+@op(mg=True, out=False, example=lambda r: (r.standard_normal((2, 1, 3, 1)), 1))
 def squeeze(x, dim=None):
     """A view without the size-1 dims (all, or those of ``dim``); the others keep their
     strides."""
@@ -408,7 +408,7 @@ def squeeze(x, dim=None):
     return Reshape.apply(x, tuple(x.shape[i] for i in kept), tuple(x._strides[i] for i in kept))
 
 
-@op(mg=True, example=lambda r: (r.standard_normal((2, 3)), 1))
+@op(mg=True, out=False, example=lambda r: (r.standard_normal((2, 3)), 1))
 def unsqueeze(x, dim):
     """A view with a size-1 dim inserted at ``dim``; its stride is PyTorch's (the size times
     the stride of the dim it comes before, 1 at the end)."""
@@ -547,7 +547,7 @@ def stack(tensors, dim=0):
     return Stack.apply(normalize_dim(dim, tensors[0].ndim + 1), *_of_one_dtype(tensors))
 
 
-@op(mg=True, example=lambda r: (r.standard_normal((5, 3)), 2))
+@op(mg=True, out=False, example=lambda r: (r.standard_normal((5, 3)), 2))
 def split(x, split_size, dim=0):
     d = normalize_dim(dim, x.ndim)
     size = x.shape[d]
@@ -564,7 +564,7 @@ def split(x, split_size, dim=0):
     return tuple(out)
 
 
-@op(mg=True, example=lambda r: (r.standard_normal((5, 3)), 2, 0))
+@op(mg=True, out=False, example=lambda r: (r.standard_normal((5, 3)), 2, 0))
 def chunk(x, chunks, dim=0):
     size = x.shape[normalize_dim(dim, x.ndim)]
     return split(x, max(1, -(-size // chunks)), dim)
@@ -576,7 +576,7 @@ def unbind(x, dim=0):
     return tuple(Slice.apply(x, (slice(None),) * d + (i,)) for i in range(x.shape[d]))
 
 
-@op(mg=True, example=lambda rng: (rng.standard_normal((3, 4)), (1, -2), (0, 1)))
+@op(mg=True, out=False, example=lambda rng: (rng.standard_normal((3, 4)), (1, -2), (0, 1)))
 def roll(x, shifts, dims=None):
     """``x`` with its elements shifted by ``shifts`` along ``dims`` (the flattened tensor
     when ``dims`` is None), wrapping around: per dim, the last ``shift`` elements (``narrow``)

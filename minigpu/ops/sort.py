@@ -59,7 +59,7 @@ def sort(x, dim=-1, descending=False, stable=False):
     return SortResult(*_sorted(x, dim, descending))
 
 
-@op(mg=True, grad=False, example=lambda r: (r.standard_normal((3, 4)), 1))
+@op(mg=True, out=False, grad=False, example=lambda r: (r.standard_normal((3, 4)), 1))
 def argsort(x, dim=-1, descending=False, stable=False):
     """The indices that sort x along ``dim`` (stable)."""
     return _sorted(x.detach(), dim, descending)[1]
