@@ -6,7 +6,9 @@ written by that package's ``EventFileWriter`` into ``log_dir`` (default
 tensors are converted to Python numbers first. Without the package, importing this module
 raises an ImportError that names it, as ``import torch.utils.tensorboard`` does.
 
-Written: ``add_scalar`` (the call training loops make), ``flush``, ``close``, ``with``.
+Written: ``add_scalar`` (the call training loops make), ``add_scalars`` (several curves on one
+chart: as torch, one event file per curve, in ``<log_dir>/<main_tag>_<tag>``), ``flush``,
+``close``, ``with``.
 """
 from __future__ import annotations
 
@@ -37,7 +39,8 @@ class SummaryWriter:
             stamp = datetime.now().strftime("%b%d_%H-%M-%S")
             log_dir = os.path.join("runs", f"{stamp}_{socket.gethostname()}{comment}")
         self.log_dir = str(log_dir)
-        self._writer = EventFileWriter(self.log_dir, max_queue, flush_secs, filename_suffix)
+        self._options = (max_queue, flush_secs, filename_suffix)
+        self._writers = {self.log_dir: EventFileWriter(self.log_dir, *self._options)}
 
     def get_logdir(self):
         return self.log_dir
@@ -45,6 +48,18 @@ class SummaryWriter:
     def add_scalar(self, tag, scalar_value, global_step=None, walltime=None,
                    new_style=False, double_precision=False):
         """Record ``scalar_value`` (a number, a one-element tensor or array) under ``tag``."""
+        self._write(self.log_dir, tag, scalar_value, global_step, walltime)
+
+    def add_scalars(self, main_tag, tag_scalar_dict, global_step=None, walltime=None):
+        """Record each ``{tag: value}`` under ``main_tag``, in the event file of its own
+        directory ``<log_dir>/<main_tag>_<tag>`` (``/`` in ``main_tag`` becomes ``_``), as torch:
+        TensorBoard draws them as curves of one chart."""
+        walltime = time.time() if walltime is None else walltime
+        for tag, scalar_value in tag_scalar_dict.items():
+            directory = self.log_dir + "/" + main_tag.replace("/", "_") + "_" + tag
+            self._write(directory, main_tag, scalar_value, global_step, walltime)
+
+    def _write(self, directory, tag, scalar_value, global_step, walltime):
         if isinstance(scalar_value, Tensor):
             scalar_value = scalar_value.item()
         value = float(np.asarray(scalar_value).item())
@@ -52,13 +67,17 @@ class SummaryWriter:
         event = Event(summary=summary, wall_time=time.time() if walltime is None else walltime)
         if global_step is not None:
             event.step = int(global_step)
-        self._writer.add_event(event)
+        if directory not in self._writers:
+            self._writers[directory] = EventFileWriter(directory, *self._options)
+        self._writers[directory].add_event(event)
 
     def flush(self):
-        self._writer.flush()
+        for writer in self._writers.values():
+            writer.flush()
 
     def close(self):
-        self._writer.close()
+        for writer in self._writers.values():
+            writer.close()
 
     def __enter__(self):
         return self
