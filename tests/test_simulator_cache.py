@@ -189,3 +189,34 @@ def test_auto_compiles_in_a_background_process_and_switches_when_the_cache_holds
     assert "compiling in a background process" in proc.stderr
     assert r["paths"]["checked"] >= 1 and r["paths"]["fast"] == 2 and all(r["right"])
     assert r["loaded"] == 1 and r["compiled"] == 0   # the background process compiled it
+
+
+GENERATED = ("from numba import cuda\n\n@cuda.jit\ndef generated_double(x, out):\n"
+             "    i = cuda.grid(1)\n    if i < x.size:\n        out[i] = x[i] * 2\n")
+
+
+def test_a_kernel_generated_without_a_module_name_compiles_again_not_a_broken_load(
+        tmp_path, monkeypatch):
+    """A kernel exec'd in a namespace without ``__name__`` (the fused kernels of
+    ``minigpu/graphs``): Numba rebuilds a cached function's globals by importing its module by
+    name, so a load from the disk cache failed (AttributeError) and every later launch fell
+    back to the checked path. Such a kernel compiles in memory, again in each process."""
+    import gc
+    from minigpu.simulator import compiled, config
+    monkeypatch.setenv("MINIGPU_SIM_CACHE", str(tmp_path))
+    monkeypatch.setattr(config, "FAST", "always")
+    compiled.STATS.clear()
+    path = tmp_path / "generated.py"
+    path.write_text(GENERATED)
+    x = np.arange(32, dtype=np.float32)
+    for _ in range(2):   # the second time as a new process sees it: nothing compiled in memory
+        ns = {}
+        exec(compile(GENERATED, str(path), "exec"), ns)
+        out = np.zeros_like(x)
+        ns["generated_double"][1, 32](x, out)
+        np.testing.assert_array_equal(out, 2 * x)
+        for key in [k for k in compiled._COMPILED if k[0] is ns["generated_double"]]:
+            del compiled._COMPILED[key]
+        del ns
+        gc.collect()
+    assert dict(compiled.STATS["generated_double"]) == {"fast": 2}

@@ -44,6 +44,7 @@ import logging
 import math
 import os
 import re
+import sys
 import time
 
 import numpy as np
@@ -1027,6 +1028,9 @@ class KernelCompiler:
         self.fingerprints += [compiled_cache.fingerprint(s, ns) for s in sources + [src]]
         # the argument types too: the carried variables' types depend on them
         key = compiled_cache.key(self.sources + [str(typeof(a)) for a in args], self.fingerprints)
+        if ns.get("__name__") not in sys.modules:
+            key = None   # Numba loads a cached function's globals by importing its module by
+            # name: a kernel exec'd without one (a generated fused kernel) compiles in memory
         dtypes = compiled_cache.carried_types(key)
         cached = dtypes is not None
         if not cached:
