@@ -74,8 +74,8 @@ def _advanced_index(x, entries):
     of a view, one ``index_select`` and reshapes: the basic entries (ints, slices, None, ...)
     slice x with each tensor kept as a full dim; those dims, permuted to the front and
     flattened into one, are read at the linear index the broadcast tensors make. The result's
-    index dims stand where the tensors stood when they are next to one another (ints, applied
-    first, do not separate them), else in front, as in PyTorch."""
+    index dims stand where the tensors stood when they are next to one another (ints and 0-d
+    tensors, applied first, do not separate them), else in front, as in PyTorch."""
     specified = sum(1 for i in entries if i is not None and i is not Ellipsis)
     if specified > x.ndim:
         raise IndexError(f"too many indices for tensor of dimension {x.ndim}")
@@ -110,10 +110,13 @@ def _advanced_index(x, entries):
     rows = y.permute(*dims, *rest).reshape(int(np.prod(sizes)), *[y.shape[d] for d in rest])
     out = IndexSelect.apply(rows, linear.expand(*shape).reshape(-1))
     out = out.reshape(*shape, *rows.shape[1:])
-    if dims != list(range(dims[0], dims[0] + len(dims))) or dims[0] == 0:
+    # a 0-d tensor counts as an int (PyTorch): its dim goes and it separates nothing
+    zero_d = [d for d, i, _ in picked if i.ndim == 0]
+    kept = [d - sum(z < d for z in zero_d) for d, i, _ in picked if i.ndim > 0]
+    if not kept or kept != list(range(kept[0], kept[0] + len(kept))) or kept[0] == 0:
         return out  # separated index tensors: their dims lead (and leading ones stay there)
-    lead = list(range(len(shape), len(shape) + dims[0]))  # the rest's dims before the index's
-    return out.permute(*lead, *range(len(shape)), *range(len(shape) + dims[0], out.ndim))
+    lead = list(range(len(shape), len(shape) + kept[0]))  # the rest's dims before the index's
+    return out.permute(*lead, *range(len(shape)), *range(len(shape) + kept[0], out.ndim))
 
 
 @op(method="__getitem__",
